@@ -1,0 +1,22 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Outbox",
+    products: [
+        .executable(name: "outbox", targets: ["outbox"]),
+        .library(name: "OutboxCore", targets: ["OutboxCore"]),
+    ],
+    targets: [
+        // epoll, eventfd and friends: Glibc's module map does not export them.
+        .target(name: "CSystem"),
+        .target(
+            name: "OutboxCore",
+            dependencies: ["CSystem"]
+        ),
+        .executableTarget(name: "outbox", dependencies: ["OutboxCore"]),
+        .testTarget(name: "OutboxCoreTests", dependencies: ["OutboxCore"]),
+        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxCore", "outbox"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
