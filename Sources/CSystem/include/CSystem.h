@@ -23,4 +23,7 @@ static inline int csystem_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
     return epoll_ctl(epfd, op, fd, &event);
 }
 
+// accept4 needs _GNU_SOURCE, which Swift's Glibc module is not built with.
+int csystem_accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
+
 #endif

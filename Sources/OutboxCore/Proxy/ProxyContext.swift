@@ -1,0 +1,43 @@
+/// What every connection needs to know, built once from the config: the parts of it the proxy
+/// path reads, the logger, and the transports. Immutable, so loops share it freely.
+final class ProxyContext: Sendable {
+    let upstream: UpstreamURL?
+    let forwardProxy: OutboxConfig.ForwardProxy
+    let parserLimits: HTTPParserLimits
+    let headerTimeout: UInt64
+    let idleTimeout: UInt64
+    let shutdownTimeout: Double
+    let retryAfterSeconds: Int
+    let upstreamTimeouts: UpstreamTimeouts
+    let logger: Logger
+    let secureTransport: SecureTransportFactory
+
+    init(config: OutboxConfig, logger: Logger) {
+        upstream = config.upstream
+        forwardProxy = config.forwardProxy
+        parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,
+                                        maxBodyBytes: config.queue.maxBodyBytes)
+        headerTimeout = Clock.nanos(config.limits.headerTimeoutSeconds)
+        idleTimeout = Clock.nanos(config.limits.idleTimeoutSeconds)
+        shutdownTimeout = config.limits.shutdownTimeoutSeconds
+        retryAfterSeconds = max(1, Int(config.reachability.probeIntervalSeconds.rounded(.up)))
+        upstreamTimeouts = UpstreamTimeouts(connect: config.reachability.connectTimeoutSeconds,
+                                            response: config.reachability.responseTimeoutSeconds,
+                                            poolIdle: min(config.limits.idleTimeoutSeconds, 30))
+        self.logger = logger
+        secureTransport = SecureTransportFactory(timeouts: upstreamTimeouts)
+    }
+
+    /// The smallest timeout, so the loop sweeps often enough to honour it within a quarter.
+    var sweepInterval: Double {
+        let smallest = [Double(headerTimeout), Double(idleTimeout)].map { $0 / 1e9 }
+            + [upstreamTimeouts.connect, upstreamTimeouts.response]
+        return min(0.25, max(0.005, (smallest.filter { $0 > 0 }.min() ?? 1) / 4))
+    }
+}
+
+extension UpstreamURL {
+    var origin: Origin {
+        Origin(scheme: scheme == .https ? .https : .http, host: host, port: port)
+    }
+}

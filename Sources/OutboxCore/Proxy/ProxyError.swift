@@ -1,0 +1,86 @@
+/// Every error the proxy answers itself, with its status and the code of the JSON envelope
+/// `{"error":{"code":…,"message":…}}`. Core errors are translated here, once.
+enum ProxyError: Error, Equatable {
+    case malformed(HTTPParseError)
+    case badRequest(String)
+    case forbidden(String)
+    case noUpstream
+    case expectationFailed(String)
+    case requestTimeout
+    case upstream(UpstreamError)
+    case unavailable(String)
+    case tooManyConnections
+    case shuttingDown
+
+    var status: Int {
+        switch self {
+        case .malformed(let error): error.status
+        case .badRequest: 400
+        case .forbidden: 403
+        case .noUpstream: 502
+        case .expectationFailed: 417
+        case .requestTimeout: 408
+        case .upstream(let error):
+            switch error {
+            case .connectFailed: 503
+            case .responseTimeout: 504
+            case .noResponse, .invalidResponse, .truncated: 502
+            }
+        case .unavailable, .tooManyConnections, .shuttingDown: 503
+        }
+    }
+
+    var code: String {
+        switch status {
+        case 400: "bad_request"
+        case 403: "forbidden"
+        case 408: "request_timeout"
+        case 413: "payload_too_large"
+        case 417: "expectation_failed"
+        case 431: "header_too_large"
+        case 501: "not_implemented"
+        case 502: self == .noUpstream ? "no_upstream" : "bad_gateway"
+        case 503: "upstream_unavailable"
+        case 504: "gateway_timeout"
+        case 505: "http_version_not_supported"
+        default: "error"
+        }
+    }
+
+    var message: String {
+        switch self {
+        case .malformed(let error): error.message
+        case .badRequest(let text), .forbidden(let text), .expectationFailed(let text), .unavailable(let text): text
+        case .noUpstream: "no upstream is configured for origin-form requests: set \"upstream\" or send an absolute URL"
+        case .requestTimeout: "request header not received within limits.headerTimeoutSeconds"
+        case .upstream(let error):
+            switch error {
+            case .connectFailed: "upstream unreachable (\(error.summary))"
+            case .responseTimeout: "upstream did not answer within reachability.responseTimeoutSeconds"
+            default: "bad upstream answer (\(error.summary))"
+            }
+        case .tooManyConnections: "too many connections (limits.maxConnections)"
+        case .shuttingDown: "shutting down"
+        }
+    }
+
+    /// Whether the answer should tell the client when to retry (SPEC §4: 503 + Retry-After).
+    var wantsRetryAfter: Bool { status == 503 }
+}
+
+/// Builds the complete bytes of an error response in the JSON envelope.
+enum ErrorResponse {
+    static func bytes(for error: ProxyError, close: Bool, retryAfterSeconds: Int) -> [UInt8] {
+        let body = Array(#"{"error":{"code":"\#(error.code)","message":\#(JSONValue.quoted(error.message))}}"#.utf8) + [10]
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("Content-Length", String(body.count))
+        if error.wantsRetryAfter { headers.add("Retry-After", String(max(1, retryAfterSeconds))) }
+        if close { headers.add("Connection", "close") }
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + body.count)
+        HTTPSerializer.writeResponseHead(HTTPResponseHead(status: error.status, headers: headers), into: &out)
+        out.append(contentsOf: body)
+        return out
+    }
+}

@@ -1,0 +1,145 @@
+import CSystem
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The proxy server: a listening socket and one event loop per core, each loop serving the
+/// connections handed to it round-robin.
+///
+/// `start()` binds and returns the real address (port 0 resolved); `shutdown(timeout:)`
+/// stops accepting, lets in-flight exchanges finish within the grace period, then closes
+/// everything. No thread per connection: `loopCount` threads in all.
+public final class ProxyServer: @unchecked Sendable {
+    // Set in start() before any loop runs, read-only afterwards.
+    private var loops: [EventLoop] = []
+    private var states: [LoopBound<LoopState>] = []
+    private var listener: LoopBound<Listener>?
+    private let context: ProxyContext
+    private let config: OutboxConfig
+    private let loopCount: Int
+    private let openConnections = Atomic<Int>(0)
+    private let drainedLoops = Atomic<Int>(0)
+    private let drained = DispatchSemaphore(value: 0)
+
+    /// - Parameter loopCount: event loop threads; defaults to the number of CPU cores.
+    public init(config: OutboxConfig, logger: Logger, loopCount: Int? = nil) {
+        self.config = config
+        context = ProxyContext(config: config, logger: logger)
+        self.loopCount = max(1, loopCount ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
+
+    /// Binds the listen address and starts the loops. Returns the bound host and port.
+    public func start() throws(SystemError) -> (host: String, port: Int) {
+        let (fd, address) = try Sockets.listen(host: config.listen.host, port: config.listen.port)
+        for index in 0..<loopCount {
+            let loop: EventLoop
+            do {
+                loop = try EventLoop(index: index, sweepInterval: context.sweepInterval)
+            } catch {
+                close(fd)
+                throw error
+            }
+            loops.append(loop)
+            states.append(LoopBound(value: LoopState(loop: loop, context: context, server: self), loop: loop))
+        }
+        let listener = Listener(fd: fd, server: self, maxConnections: config.limits.maxConnections)
+        self.listener = LoopBound(value: listener, loop: loops[0])
+        let first = loops[0]
+        first.execute { [self] in self.listener?.value.register(on: first) }
+        for loop in loops { loop.start() }
+        return (address.hostText, address.port)
+    }
+
+    /// Hands an accepted socket to the next loop (called on loop 0).
+    func dispatch(fd: Int32, peer: SocketAddress, sequence: Int) -> Bool {
+        let limit = config.limits.maxConnections
+        let count = openConnections.wrappingAdd(1, ordering: .relaxed).newValue
+        if count > limit {
+            openConnections.wrappingSubtract(1, ordering: .relaxed)
+            return false
+        }
+        let state = states[sequence % states.count]
+        if state.loop === loops[0] {
+            state.value.adopt(fd: fd, peer: peer)
+        } else {
+            state.loop.execute { state.value.adopt(fd: fd, peer: peer) }
+        }
+        return true
+    }
+
+    func connectionClosed() {
+        openConnections.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    func loopDrained() {
+        if drainedLoops.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue == states.count {
+            drained.signal()
+        }
+    }
+
+    /// Stops accepting, waits up to `timeout` seconds for in-flight exchanges, then closes
+    /// every connection and stops the loops. Blocks the calling thread (not a loop thread).
+    /// Returns false when the grace period ran out with exchanges still open.
+    @discardableResult
+    public func shutdown(timeout: Double) -> Bool {
+        guard let listener else { return true }
+        listener.loop.execute { listener.value.stop() }
+        for state in states { state.loop.execute { state.value.beginDrain() } }
+        let clean = drained.wait(timeout: .now() + timeout) == .success
+        if !clean {
+            let done = DispatchSemaphore(value: 0)
+            let remaining = Atomic<Int>(states.count)
+            for state in states {
+                state.loop.execute {
+                    state.value.closeAll()
+                    if remaining.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done.signal() }
+                }
+            }
+            _ = done.wait(timeout: .now() + 2)
+        }
+        for loop in loops { loop.stop() }
+        for loop in loops { loop.join() }
+        return clean
+    }
+}
+
+/// The listening socket, served by loop 0: accepts in a burst and spreads connections over
+/// the loops round-robin, so a few long-lived keep-alive connections load every core.
+final class Listener: EventHandler {
+    let fd: Int32
+    private unowned let server: ProxyServer
+    private var loop: EventLoop?
+    private var sequence = 0
+    private let maxConnections: Int
+
+    init(fd: Int32, server: ProxyServer, maxConnections: Int) {
+        self.fd = fd
+        self.server = server
+        self.maxConnections = maxConnections
+    }
+
+    func register(on loop: EventLoop) {
+        self.loop = loop
+        loop.register(fd: fd, handler: self, events: EPOLLIN.rawValue)
+    }
+
+    func handleEvents(_ events: UInt32) {
+        for _ in 0..<64 {
+            guard let (client, peer) = Sockets.accept(fd) else { return }
+            sequence &+= 1
+            if !server.dispatch(fd: client, peer: peer, sequence: sequence) {
+                // Over limits.maxConnections: a clear answer beats a silent reset.
+                let bytes = ErrorResponse.bytes(for: .tooManyConnections, close: true, retryAfterSeconds: 1)
+                _ = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                Glibc.close(client)
+            }
+        }
+    }
+
+    func stop() {
+        guard let loop else { return }
+        loop.unregister(fd: fd)
+        Glibc.close(fd)
+        self.loop = nil
+    }
+}

@@ -1,0 +1,144 @@
+import Dispatch
+import Glibc
+
+/// The `http://` transport of one event loop: keep-alive connections per origin, reused LIFO
+/// so the warmest connection serves next, and a small DNS cache.
+///
+/// Each loop has its own pool, so a connection never changes threads and nothing here locks.
+/// Name lookups (blocking `getaddrinfo`) run off the loop and hop back.
+final class UpstreamPool: UpstreamTransport {
+    unowned let loop: EventLoop
+    let timeouts: UpstreamTimeouts
+    let maxHeaderBytes: Int
+    let maxIdlePerOrigin: Int
+    private var idle: [Origin: [UpstreamConnection]] = [:]
+    private var resolved: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
+    private static let dnsLifetime: UInt64 = 30_000_000_000
+
+    init(loop: EventLoop, timeouts: UpstreamTimeouts, maxHeaderBytes: Int, maxIdlePerOrigin: Int = 256) {
+        self.loop = loop
+        self.timeouts = timeouts
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxIdlePerOrigin = maxIdlePerOrigin
+    }
+
+    /// Makes sure `origin`'s address is known, then calls `ready` on the loop (at once when
+    /// the host is numeric or cached).
+    func prepare(_ origin: Origin, ready: @escaping (Result<Void, UpstreamError>) -> Void) {
+        // A pooled connection needs no address: the common case costs one dictionary lookup.
+        if idle[origin]?.isEmpty == false || addresses(of: origin) != nil {
+            ready(.success(()))
+            return
+        }
+        let host = origin.host
+        let port = origin.port
+        let bound = LoopBound(value: (self, ready), loop: loop)
+        DispatchQueue.global().async {
+            let found = SocketAddress.resolve(host: host, port: port)
+            bound.loop.execute {
+                let (pool, ready) = bound.value
+                if found.isEmpty {
+                    ready(.failure(.connectFailed("cannot resolve host \(host)")))
+                    return
+                }
+                pool.resolved[host] = (found, pool.loop.now + UpstreamPool.dnsLifetime)
+                ready(.success(()))
+            }
+        }
+    }
+
+    func addresses(of origin: Origin) -> [SocketAddress]? {
+        if let numeric = SocketAddress.resolveNumeric(origin.host, port: origin.port) { return [numeric] }
+        guard let entry = resolved[origin.host], entry.expires > loop.now else { return nil }
+        return entry.addresses.map { address in
+            // The cache holds addresses for the first port asked; rebuild with this port.
+            SocketAddress.resolveNumeric(address.hostText, port: origin.port) ?? address
+        }
+    }
+
+    func startCall(to origin: Origin, head: HTTPRequestHead, bodyFraming: HTTPBodyFraming,
+                   handler: UpstreamResponseHandler) -> UpstreamCall {
+        if let connection = takeIdle(origin) {
+            connection.begin(head: head, bodyFraming: bodyFraming, handler: handler)
+            return connection
+        }
+        switch connect(origin) {
+        case .success(let connection):
+            connection.begin(head: head, bodyFraming: bodyFraming, handler: handler)
+            return connection
+        case .failure(let error):
+            let failed = FailedCall(handler: handler, error: error)
+            // Report after the caller has stored the call, as a real connection would.
+            let bound = LoopBound(value: failed, loop: loop)
+            loop.execute { bound.value.deliver() }
+            return failed
+        }
+    }
+
+    private func takeIdle(_ origin: Origin) -> UpstreamConnection? {
+        while let connection = idle[origin]?.popLast() {
+            if connection.state == .idle && !connection.stream.reachedEnd { return connection }
+            connection.close()
+        }
+        return nil
+    }
+
+    private func connect(_ origin: Origin) -> Result<UpstreamConnection, UpstreamError> {
+        guard let address = addresses(of: origin)?.first else {
+            return .failure(.connectFailed("cannot resolve host \(origin.host)"))
+        }
+        switch Sockets.connect(to: address) {
+        case .success(let fd):
+            return .success(UpstreamConnection(origin: origin, fd: fd, pool: self))
+        case .failure(let error):
+            return .failure(.connectFailed(error.description))
+        }
+    }
+
+    /// Takes back a connection whose exchange ended cleanly.
+    func release(_ connection: UpstreamConnection) {
+        // Mutated in place: copying the list per request would cost more than the exchange.
+        if idle[connection.origin, default: []].count >= maxIdlePerOrigin {
+            connection.close()
+            return
+        }
+        idle[connection.origin, default: []].append(connection)
+    }
+
+    /// Drops a closing connection from the idle list.
+    func forget(_ connection: UpstreamConnection) {
+        guard let index = idle[connection.origin]?.lastIndex(where: { $0 === connection }) else { return }
+        idle[connection.origin]?.remove(at: index)
+    }
+
+    /// Closes every idle connection (shutdown).
+    func closeIdle() {
+        let all = idle.values.flatMap { $0 }
+        idle.removeAll()
+        for connection in all { connection.close() }
+    }
+}
+
+/// The call returned when connecting failed at once; its handler hears the failure next turn.
+private final class FailedCall: UpstreamCall {
+    private weak var handler: UpstreamResponseHandler?
+    private let error: UpstreamError
+
+    init(handler: UpstreamResponseHandler, error: UpstreamError) {
+        self.handler = handler
+        self.error = error
+    }
+
+    func deliver() {
+        let handler = self.handler
+        self.handler = nil
+        handler?.upstreamFailed(error)
+    }
+
+    var canAcceptBody: Bool { true }
+    func sendBody(_ bytes: UnsafeRawBufferPointer) {}
+    func finishBody(trailers: HTTPHeaders) {}
+    func pauseResponse() {}
+    func resumeResponse() {}
+    func cancel() { handler = nil }
+}

@@ -1,0 +1,95 @@
+/// Where a request goes: scheme, host and port. Pools and reachability are keyed by it.
+public struct Origin: Hashable, Sendable, CustomStringConvertible {
+    public enum Scheme: String, Sendable { case http, https }
+    public var scheme: Scheme
+    public var host: String
+    public var port: Int
+
+    public init(scheme: Scheme, host: String, port: Int) {
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = port
+    }
+
+    /// `host[:port]` as sent in `Host`, the port omitted when it is the scheme's default.
+    public var authority: String {
+        let defaultPort = scheme == .https ? 443 : 80
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return port == defaultPort ? bracketed : "\(bracketed):\(port)"
+    }
+
+    public var description: String { "\(scheme.rawValue)://\(authority)" }
+}
+
+/// Why an upstream exchange failed, split by whether the request may have reached the origin.
+///
+/// The queue (a later layer) relies on the split: a request that was `neverSent` can be stored
+/// and replayed with no risk of a double delivery; one that was sent may have been processed.
+public enum UpstreamError: Error, Sendable, Equatable {
+    /// Connecting failed (refused, unreachable, DNS, connect timeout): nothing was sent.
+    case connectFailed(String)
+    /// The request was (at least partly) sent, and the connection ended before a complete response head.
+    case noResponse(String, retryable: Bool)
+    /// No response head within `responseTimeoutSeconds`.
+    case responseTimeout
+    /// The origin sent bytes that are not a valid HTTP/1.1 response.
+    case invalidResponse(String)
+    /// The connection ended in the middle of a response body that was already being relayed.
+    case truncated(String)
+
+    /// True when the origin never received any byte of the request.
+    public var neverSent: Bool {
+        if case .connectFailed = self { return true }
+        return false
+    }
+
+    public var summary: String {
+        switch self {
+        case .connectFailed(let reason): "connect failed: \(reason)"
+        case .noResponse(let reason, _): "no response: \(reason)"
+        case .responseTimeout: "response timeout"
+        case .invalidResponse(let reason): "invalid response: \(reason)"
+        case .truncated(let reason): "response truncated: \(reason)"
+        }
+    }
+}
+
+/// Receives one upstream response, piece by piece, on the loop of the call.
+protocol UpstreamResponseHandler: AnyObject {
+    func upstreamReceivedHead(_ head: HTTPResponseHead, framing: HTTPBodyFraming)
+    func upstreamReceivedBody(_ bytes: UnsafeRawBufferPointer)
+    func upstreamFinished(trailers: HTTPHeaders)
+    func upstreamFailed(_ error: UpstreamError)
+    /// The request body may flow again after `canAcceptBody` was false.
+    func upstreamReadyForBody()
+    /// One batch of received bytes was handled: the moment to flush what it produced.
+    func upstreamProcessedInput()
+}
+
+/// One request in flight to an origin: the caller streams the body in and steers the response's
+/// flow; the transport reports back through ``UpstreamResponseHandler``.
+protocol UpstreamCall: AnyObject {
+    var canAcceptBody: Bool { get }
+    func sendBody(_ bytes: UnsafeRawBufferPointer)
+    func finishBody(trailers: HTTPHeaders)
+    func pauseResponse()
+    func resumeResponse()
+    /// Abandons the exchange; no handler callback follows.
+    func cancel()
+}
+
+/// Something that can carry an HTTP/1.1 exchange to an origin: our socket client for `http://`,
+/// URLSession for `https://`.
+protocol UpstreamTransport: AnyObject {
+    /// `head` is final (origin-form target, `Host`, framing headers); `bodyFraming` says how the
+    /// body passed to `sendBody` is delimited on the wire.
+    func startCall(to origin: Origin, head: HTTPRequestHead, bodyFraming: HTTPBodyFraming,
+                   handler: UpstreamResponseHandler) -> UpstreamCall
+}
+
+/// Timeouts of the upstream side, from `reachability`.
+struct UpstreamTimeouts: Sendable {
+    var connect: Double
+    var response: Double
+    var poolIdle: Double
+}

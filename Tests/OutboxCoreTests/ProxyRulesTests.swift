@@ -1,0 +1,169 @@
+import Testing
+@testable import OutboxCore
+
+@Suite("Proxy rules: routing, hop-by-hop and forwarding headers")
+struct ProxyRulesTests {
+    let upstream = UpstreamURL(scheme: .http, host: "127.0.0.1", port: 9000, basePath: "/api")
+    let forward = OutboxConfig.ForwardProxy()
+
+    func head(_ method: String, _ target: String, _ headers: [(String, String)] = [("Host", "proxy.local")]) -> HTTPRequestHead {
+        HTTPRequestHead(method: method, target: target, headers: HTTPHeaders(headers.map { (name: $0.0, value: $0.1) }))
+    }
+
+    @Test("origin-form goes to the upstream with its base path joined")
+    func originFormJoinsBasePath() {
+        let route = ProxyRules.route(head("POST", "/v1/items?x=1"), upstream: upstream, forwardProxy: forward)
+        #expect(route == .success(.origin(Origin(scheme: .http, host: "127.0.0.1", port: 9000), target: "/api/v1/items?x=1", forwardMode: false)))
+    }
+
+    @Test("origin-form without an upstream is a 502 no_upstream")
+    func originFormWithoutUpstreamFails() {
+        let route = ProxyRules.route(head("GET", "/"), upstream: nil, forwardProxy: forward)
+        #expect(route == .failure(.noUpstream))
+        #expect(ProxyError.noUpstream.status == 502)
+    }
+
+    @Test("absolute-form goes to its own origin in origin-form", arguments: [
+        ("http://api.local:9000/v1/items?q=1", "api.local", 9000, "/v1/items?q=1"),
+        ("http://API.local/", "api.local", 80, "/"),
+        ("http://api.local", "api.local", 80, "/"),
+        ("http://api.local?x", "api.local", 80, "/?x"),
+        ("http://[::1]:8081/p", "::1", 8081, "/p"),
+    ])
+    func absoluteFormRoutes(target: String, host: String, port: Int, path: String) {
+        let route = ProxyRules.route(head("GET", target), upstream: upstream, forwardProxy: forward)
+        #expect(route == .success(.origin(Origin(scheme: .http, host: host, port: port), target: path, forwardMode: true)))
+    }
+
+    @Test("absolute-form with userinfo, fragments or other schemes is rejected", arguments: [
+        "http://user@api.local/", "ftp://api.local/", "http:///x", "http://api.local/#frag", "http://api.local:99999/",
+    ])
+    func badAbsoluteFormRejected(target: String) {
+        guard case .failure(let error) = ProxyRules.route(head("GET", target), upstream: upstream, forwardProxy: forward) else {
+            Issue.record("\(target) was accepted")
+            return
+        }
+        #expect(error.status == 400)
+    }
+
+    @Test("allowedHosts: exact, *.suffix and *")
+    func allowedHostsMatch() {
+        #expect(ProxyRules.hostAllowed("api.local", ["api.local"]))
+        #expect(ProxyRules.hostAllowed("API.LOCAL", ["api.local"]))
+        #expect(ProxyRules.hostAllowed("a.b.example.com", ["*.example.com"]))
+        #expect(!ProxyRules.hostAllowed("example.com", ["*.example.com"]))
+        #expect(!ProxyRules.hostAllowed("badexample.com", ["*.example.com"]))
+        #expect(ProxyRules.hostAllowed("anything", ["*"]))
+        #expect(!ProxyRules.hostAllowed("other.local", ["api.local"]))
+    }
+
+    @Test("forward mode refuses hosts outside allowedHosts and when disabled")
+    func forwardModeRefusals() {
+        var restricted = forward
+        restricted.allowedHosts = ["api.local"]
+        let denied = ProxyRules.route(head("GET", "http://evil.local/"), upstream: upstream, forwardProxy: restricted)
+        #expect((try? denied.get()) == nil)
+        if case .failure(let error) = denied { #expect(error.status == 403) }
+        var disabled = forward
+        disabled.enabled = false
+        if case .failure(let error) = ProxyRules.route(head("GET", "http://api.local/"), upstream: upstream, forwardProxy: disabled) {
+            #expect(error.status == 403)
+        } else {
+            Issue.record("disabled forward proxy routed a request")
+        }
+    }
+
+    @Test("CONNECT: allowed port tunnels, other ports are 403, bad authority is 400")
+    func connectRouting() {
+        var config = forward
+        config.connectPorts = [443, 8443]
+        #expect(ProxyRules.route(head("CONNECT", "api.local:8443"), upstream: nil, forwardProxy: config)
+                == .success(.tunnel(host: "api.local", port: 8443)))
+        if case .failure(let error) = ProxyRules.route(head("CONNECT", "api.local:22"), upstream: nil, forwardProxy: config) {
+            #expect(error.status == 403)
+        } else {
+            Issue.record("CONNECT to port 22 was allowed")
+        }
+        if case .failure(let error) = ProxyRules.route(head("CONNECT", "api.local"), upstream: nil, forwardProxy: config) {
+            #expect(error.status == 400)
+        } else {
+            Issue.record("CONNECT without a port was allowed")
+        }
+    }
+
+    @Test("upstream head: Host first, hop-by-hop and Connection-named headers gone, forwarding headers added, order kept")
+    func upstreamHeadRewrite() {
+        let client = head("POST", "/v1/items", [
+            ("Host", "localhost:8080"),
+            ("Connection", "keep-alive, X-Secret-Hop"),
+            ("X-Secret-Hop", "1"),
+            ("Keep-Alive", "timeout=5"),
+            ("Proxy-Authorization", "Basic Zm9v"),
+            ("Proxy-Connection", "keep-alive"),
+            ("TE", "trailers"),
+            ("Trailer", "X-Checksum"),
+            ("Upgrade", "websocket"),
+            ("Authorization", "Bearer t"),
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("X-Forwarded-Proto", "https"),
+            ("Expect", "100-continue"),
+            ("Content-Type", "application/json"),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+            ("Content-Length", "2"),
+        ])
+        let origin = Origin(scheme: .http, host: "127.0.0.1", port: 9000)
+        let result = ProxyRules.upstreamRequestHead(client, origin: origin, target: "/api/v1/items",
+                                                    clientAddress: "127.0.0.1", bodyFraming: .contentLength(2))
+        let fields = result.headers.map { "\($0.name): \($0.value)" }
+        #expect(fields == [
+            "Host: 127.0.0.1:9000",
+            "Authorization: Bearer t",
+            "Content-Type: application/json",
+            "Set-Cookie: a=1",
+            "Set-Cookie: b=2",
+            "Content-Length: 2",
+            "Via: 1.1 outbox",
+            "X-Forwarded-For: 10.0.0.1, 127.0.0.1",
+            "X-Forwarded-Proto: http",
+            "X-Forwarded-Host: localhost:8080",
+        ])
+        #expect(result.target == "/api/v1/items")
+        #expect(result.version == .http1_1)
+    }
+
+    @Test("a chunked request is re-declared chunked for the upstream hop")
+    func chunkedRequestRedeclared() {
+        let client = head("POST", "/x", [("Host", "h"), ("Transfer-Encoding", "chunked")])
+        let result = ProxyRules.upstreamRequestHead(client, origin: Origin(scheme: .http, host: "h", port: 80), target: "/x",
+                                                    clientAddress: "::1", bodyFraming: .chunked)
+        #expect(result.headers.values("Transfer-Encoding") == ["chunked"])
+        #expect(result.headers.first("Host") == "h")
+    }
+
+    @Test("response head: hop-by-hop removed, Via added, duplicates kept")
+    func responseHeadRewrite() {
+        let upstream = HTTPResponseHead(version: .http1_0, status: 200, headers: HTTPHeaders([
+            (name: "Connection", value: "close, X-Hop"), (name: "X-Hop", value: "1"),
+            (name: "Set-Cookie", value: "a=1"), (name: "Set-Cookie", value: "b=2"),
+            (name: "Transfer-Encoding", value: "chunked"), (name: "Keep-Alive", value: "timeout=1"),
+        ]))
+        let result = ProxyRules.clientResponseHead(upstream)
+        #expect(result.headers.map { "\($0.name): \($0.value)" } == ["Set-Cookie: a=1", "Set-Cookie: b=2", "Via: 1.1 outbox"])
+        #expect(result.version == .http1_1)
+    }
+
+    @Test("error envelope is JSON with status, code, Retry-After for 503")
+    func errorEnvelope() {
+        let bytes = ErrorResponse.bytes(for: .upstream(.connectFailed("refused")), close: false, retryAfterSeconds: 2)
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
+        #expect(text.contains("Retry-After: 2\r\n"))
+        #expect(text.contains("Content-Type: application/json\r\n"))
+        #expect(text.hasSuffix(#"{"error":{"code":"upstream_unavailable","message":"upstream unreachable (connect failed: refused)"}}"# + "\n"))
+        let forbidden = String(decoding: ErrorResponse.bytes(for: .forbidden("say \"no\""), close: true, retryAfterSeconds: 2), as: UTF8.self)
+        #expect(forbidden.contains("Connection: close\r\n"))
+        #expect(!forbidden.contains("Retry-After"))
+        #expect(forbidden.contains(#""message":"say \"no\"""#))
+    }
+}
