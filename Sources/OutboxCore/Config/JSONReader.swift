@@ -194,7 +194,10 @@ struct JSONReader {
         _ = consume(UInt8(ascii: "-"))
         // RFC 8259 §6: int = zero / ( digit1-9 *DIGIT ), so "01" is not a number.
         if consume(UInt8(ascii: "0")) {
-            if index < bytes.count, isDigit(bytes[index]) { throw error("leading zero in number") }
+            if index < bytes.count, isDigit(bytes[index]) {
+                index = start
+                throw error("leading zero in number")
+            }
         } else if !consumeDigits() {
             throw error("invalid number")
         }

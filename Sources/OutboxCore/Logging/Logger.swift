@@ -30,30 +30,35 @@ public final class Logger: Sendable {
         self.clock = clock
     }
 
-    /// Writes each line plus "\n" to file descriptor 2 in one `write(2)`; a lock keeps lines
-    /// whole even past `PIPE_BUF` or after a short write. Write errors are dropped: logging
-    /// must never take the proxy down.
-    public static let standardError: @Sendable (String) -> Void = { line in
-        var bytes = Array(line.utf8)
-        bytes.append(0x0A)
-        standardErrorLock.withLock { _ in
-            bytes.withUnsafeBytes { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let written = write(2, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
-                    if written > 0 {
-                        offset += written
-                    } else if written < 0, errno == EINTR {
-                        continue
-                    } else {
-                        return
+    /// Writes each line plus "\n" to standard error (file descriptor 2); see `fileDescriptorSink`.
+    public static let standardError: @Sendable (String) -> Void = fileDescriptorSink(2)
+
+    /// A sink writing each line plus "\n" to `fd` in one `write(2)`; one process-wide lock keeps
+    /// lines whole even past `PIPE_BUF` or after a short write. Write errors are dropped:
+    /// logging must never take the proxy down. The caller keeps owning `fd`.
+    public static func fileDescriptorSink(_ fd: Int32) -> @Sendable (String) -> Void {
+        { line in
+            var bytes = Array(line.utf8)
+            bytes.append(0x0A)
+            writeLock.withLock { _ in
+                bytes.withUnsafeBytes { buffer in
+                    var offset = 0
+                    while offset < buffer.count {
+                        let written = write(fd, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+                        if written > 0 {
+                            offset += written
+                        } else if written < 0, errno == EINTR {
+                            continue
+                        } else {
+                            return
+                        }
                     }
                 }
             }
         }
     }
 
-    private static let standardErrorLock = Mutex(())
+    private static let writeLock = Mutex(())
 
     /// True when an event at `level` would be written; check it before building costly fields.
     public func isEnabled(_ level: LogLevel) -> Bool {
