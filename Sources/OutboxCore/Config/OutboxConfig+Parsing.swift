@@ -5,6 +5,9 @@ extension OutboxConfig {
     /// positive sizes, seconds ≥ 0 and finite, statuses 100–599, methods are tokens, header names
     /// are tokens, pathPrefix starts with "/" and has no trailing "/", allowedHosts entries are a
     /// host, "*.suffix" or "*"). Retry preset: the preset's values first, then explicit keys win.
+    /// Exact bounds: sizes and counts ≥ 1, `maxRetries` ≥ 0, seconds 0...1e9, `multiplier`
+    /// 1...1000, ports 1...65535 (`listen` 0...65535). `allowedHosts` entries are stored
+    /// lowercased and `redactHeaders` lowercased. Duplicate keys are a JSON error.
     /// Members are checked in document order and the first problem is reported; invalid JSON
     /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
     /// (`upstream`, `reachability.probePath`, `admin.token`), not as "use the default".

@@ -44,7 +44,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var maxRetries = 5
         /// Nominal delay before the first retry.
         public var baseDelaySeconds: Double = 1
-        /// Growth factor per retry (≥ 1).
+        /// Growth factor per retry, 1...1000 (below 1 the backoff would shrink).
         public var multiplier: Double = 2
         /// Cap on the nominal delay.
         public var maxDelaySeconds: Double = 60
