@@ -91,8 +91,15 @@ public enum HTTPSerializer {
     }
 
     private static func appendSanitized(_ string: String, into buffer: inout [UInt8]) {
-        for byte in string.utf8 {
-            buffer.append(byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 ? HTTPByte.space : byte)
+        var string = string
+        string.withUTF8 { bytes in
+            if !bytes.contains(where: { $0 == HTTPByte.cr || $0 == HTTPByte.lf || $0 == 0 }) {
+                buffer.append(contentsOf: bytes)
+                return
+            }
+            for byte in bytes {
+                buffer.append(byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 ? HTTPByte.space : byte)
+            }
         }
     }
 }
