@@ -1,0 +1,86 @@
+/// Lookups by name. Names compare ASCII-case-insensitively (RFC 9110 §5.1); the comparisons run
+/// on the stored bytes, and a String is made only for what is returned.
+extension HTTPHeaders {
+    /// The value of the first field named `name`, or nil.
+    public func first(_ name: String) -> String? {
+        var result: String?
+        forEachValue(named: name) { value in
+            result = String(decoding: value, as: UTF8.self)
+            return false
+        }
+        return result
+    }
+
+    /// Every value of fields named `name`, in order; a comma list stays one value.
+    public func values(_ name: String) -> [String] {
+        var result: [String] = []
+        forEachValue(named: name) { value in
+            result.append(String(decoding: value, as: UTF8.self))
+            return true
+        }
+        return result
+    }
+
+    /// True when at least one field is named `name`.
+    public func contains(_ name: String) -> Bool {
+        count(of: name) > 0
+    }
+
+    /// How many fields are named `name`.
+    public func count(of name: String) -> Int {
+        var result = 0
+        forEachValue(named: name) { _ in
+            result += 1
+            return true
+        }
+        return result
+    }
+
+    /// Comma-separated list tokens (RFC 9110 §5.6.1) of all fields named `name`, OWS trimmed,
+    /// lowercased, empty elements dropped.
+    public func tokens(_ name: String) -> [String] {
+        var result: [String] = []
+        forEachValue(named: name) { value in
+            HTTPByte.forEachListElement(value) { element in
+                result.append(String(decoding: element.lazy.map(HTTPByte.lowercased), as: UTF8.self))
+            }
+            return true
+        }
+        return result
+    }
+
+    /// True when a list element of a field named `name` equals `token`, case-insensitively
+    /// (e.g. `containsToken("close", in: "Connection")`).
+    public func containsToken(_ token: String, in name: String) -> Bool {
+        var token = token
+        return token.withUTF8 { tokenBytes in
+            var found = false
+            forEachValue(named: name) { value in
+                HTTPByte.forEachListElement(value) { element in
+                    if HTTPByte.equalsIgnoringCase(element, tokenBytes) { found = true }
+                }
+                return !found
+            }
+            return found
+        }
+    }
+
+    /// Calls `body` with the value bytes of each field named `name`, in order, while it
+    /// returns true. The bytes are valid only inside `body`.
+    func forEachValue(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        var name = name
+        name.withUTF8 { nameBytes in
+            forEachValue(named: nameBytes, body)
+        }
+    }
+
+    /// Byte-name form of `forEachValue(named:_:)`, for the parser's framing checks.
+    func forEachValue(named name: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        storage.withUnsafeBufferPointer { bytes in
+            for field in fields where field.nameLength == name.count {
+                guard HTTPByte.equalsIgnoringCase(UnsafeBufferPointer(rebasing: bytes[field.nameRange]), name) else { continue }
+                if !body(UnsafeBufferPointer(rebasing: bytes[field.valueRange])) { return }
+            }
+        }
+    }
+}

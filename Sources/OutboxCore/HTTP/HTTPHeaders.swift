@@ -1,0 +1,226 @@
+/// Ordered multi-value header list; names compared ASCII-case-insensitively; duplicates kept in
+/// order. Stored as bytes: one `[UInt8]` holding every field as `Name: value\r\n`, plus a table
+/// of offsets, so parsing copies each field once and `write(into:)` is a single append; Strings
+/// are only made by the accessors. Values decode as UTF-8 in accessors (obs-text bytes that
+/// are not UTF-8 show as U+FFFD there) but are written back byte for byte.
+public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+    /// One field's place in `storage`: the name at `start`, then ": ", the value, CRLF.
+    struct Field: Sendable {
+        var start: Int
+        var nameLength: Int
+        var valueLength: Int
+
+        var nameRange: Range<Int> { start..<(start + nameLength) }
+        var valueRange: Range<Int> {
+            let valueStart = start + nameLength + 2
+            return valueStart..<(valueStart + valueLength)
+        }
+        /// One past the CRLF that ends the field.
+        var end: Int { start + nameLength + valueLength + 4 }
+    }
+
+    /// Every field as `Name: value\r\n`, in order, with no gaps (removal compacts).
+    private(set) var storage: [UInt8] = []
+    private(set) var fields: [Field] = []
+
+    /// An empty list.
+    public init() {}
+
+    /// A list holding `fields` in the given order.
+    public init(_ fields: [(name: String, value: String)]) {
+        for field in fields { add(field.name, field.value) }
+    }
+
+    /// A list holding the literal's fields in order, e.g. `[("Host", "a"), ("Accept", "*/*")]`.
+    public init(arrayLiteral elements: (name: String, value: String)...) {
+        self.init(elements)
+    }
+
+    /// A list holding the literal's fields in order, e.g. `["Host": "a"]`; repeated keys stay
+    /// repeated fields.
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { add(name, value) }
+    }
+
+    /// The number of fields, duplicates included.
+    public var count: Int { fields.count }
+
+    /// True when there are no fields.
+    public var isEmpty: Bool { fields.isEmpty }
+
+    /// The field at `index` (0 ..< count), name with its original case.
+    public subscript(index: Int) -> (name: String, value: String) {
+        let field = fields[index]
+        return storage.withUnsafeBufferPointer { bytes in
+            (String(decoding: UnsafeBufferPointer(rebasing: bytes[field.nameRange]), as: UTF8.self),
+             String(decoding: UnsafeBufferPointer(rebasing: bytes[field.valueRange]), as: UTF8.self))
+        }
+    }
+
+    /// Appends a field at the end. The caller passes a valid name and value; CR, LF and NUL are
+    /// replaced by SP anyway so that no caller mistake can split a message (RFC 9110 §5.5).
+    public mutating func add(_ name: String, _ value: String) {
+        let start = storage.count
+        let nameLength = appendSanitized(name)
+        storage.append(HTTPByte.colon)
+        storage.append(HTTPByte.space)
+        let valueLength = appendSanitized(value)
+        storage.append(HTTPByte.cr)
+        storage.append(HTTPByte.lf)
+        fields.append(Field(start: start, nameLength: nameLength, valueLength: valueLength))
+    }
+
+    /// Removes every field named `name`, then appends one field `name: value` at the end.
+    public mutating func replaceOrAdd(_ name: String, _ value: String) {
+        removeAll(name)
+        add(name, value)
+    }
+
+    /// Removes every field named `name` (case-insensitive).
+    public mutating func removeAll(_ name: String) {
+        var name = name
+        name.withUTF8 { nameBytes in
+            removeFields { bytes, field in
+                HTTPByte.equalsIgnoringCase(UnsafeBufferPointer(rebasing: bytes[field.nameRange]), nameBytes)
+            }
+        }
+    }
+
+    /// Removes every field whose lowercased name is in the set (used for hop-by-hop removal).
+    public mutating func removeAll(lowercasedNames: Set<String>) {
+        guard !lowercasedNames.isEmpty, !fields.isEmpty else { return }
+        // Only fields whose name length occurs in the set can match: this skips making a
+        // String for most fields on the per-request hop-by-hop pass.
+        var lengths: UInt64 = 0
+        var longest = 0
+        for name in lowercasedNames {
+            let length = name.utf8.count
+            longest = Swift.max(longest, length)
+            if length < 64 { lengths |= 1 << UInt64(length) }
+        }
+        var lowered = [UInt8](repeating: 0, count: longest)
+        removeFields { bytes, field in
+            let length = field.nameLength
+            guard length <= longest, length >= 64 || (lengths >> UInt64(length)) & 1 == 1 else { return false }
+            for offset in 0..<length {
+                lowered[offset] = HTTPByte.lowercased(bytes[field.start + offset])
+            }
+            let candidate = String(decoding: lowered[0..<length], as: UTF8.self)
+            return lowercasedNames.contains(candidate)
+        }
+    }
+
+    /// Appends "Name: value\r\n" for every field, byte for byte as stored.
+    public func write(into buffer: inout [UInt8]) {
+        buffer.append(contentsOf: storage)
+    }
+
+    /// Bytes `write(into:)` appends.
+    var byteCount: Int { storage.count }
+
+    /// Appends a field parsed from the wire; the bytes were validated by the parser.
+    mutating func appendValidated(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        let start = storage.count
+        storage.append(contentsOf: name)
+        storage.append(HTTPByte.colon)
+        storage.append(HTTPByte.space)
+        storage.append(contentsOf: value)
+        storage.append(HTTPByte.cr)
+        storage.append(HTTPByte.lf)
+        fields.append(Field(start: start, nameLength: name.count, valueLength: value.count))
+    }
+
+    /// Reserves room for a head of about `bytes` bytes, so that parsing one head allocates once.
+    mutating func reserveCapacity(bytes: Int) {
+        storage.reserveCapacity(bytes)
+        fields.reserveCapacity(16)
+    }
+
+    /// Appends `string`'s UTF-8 with CR, LF and NUL turned into SP; returns the byte count.
+    private mutating func appendSanitized(_ string: String) -> Int {
+        var string = string
+        return string.withUTF8 { bytes in
+            var clean = true
+            for byte in bytes where byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 {
+                clean = false
+                break
+            }
+            if clean {
+                storage.append(contentsOf: bytes)
+            } else {
+                for byte in bytes {
+                    storage.append(byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 ? HTTPByte.space : byte)
+                }
+            }
+            return bytes.count
+        }
+    }
+
+    /// Drops the fields for which `shouldRemove` is true and compacts the storage in one pass.
+    private mutating func removeFields(_ shouldRemove: (UnsafeBufferPointer<UInt8>, Field) -> Bool) {
+        let doomed = storage.withUnsafeBufferPointer { bytes in
+            fields.indices.filter { shouldRemove(bytes, fields[$0]) }
+        }
+        guard !doomed.isEmpty else { return }
+        var keptStorage: [UInt8] = []
+        keptStorage.reserveCapacity(storage.count)
+        var keptFields: [Field] = []
+        keptFields.reserveCapacity(fields.count - doomed.count)
+        var doomedIndex = 0
+        for (index, field) in fields.enumerated() {
+            if doomedIndex < doomed.count && doomed[doomedIndex] == index {
+                doomedIndex += 1
+                continue
+            }
+            keptFields.append(Field(start: keptStorage.count, nameLength: field.nameLength, valueLength: field.valueLength))
+            keptStorage.append(contentsOf: storage[field.start..<field.end])
+        }
+        storage = keptStorage
+        fields = keptFields
+    }
+}
+
+extension HTTPHeaders: Equatable {
+    /// Same fields in the same order, names compared case-insensitively, values exactly.
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        guard lhs.fields.count == rhs.fields.count else { return false }
+        return lhs.storage.withUnsafeBufferPointer { left in
+            rhs.storage.withUnsafeBufferPointer { right in
+                for (a, b) in zip(lhs.fields, rhs.fields) {
+                    guard HTTPByte.equalsIgnoringCase(UnsafeBufferPointer(rebasing: left[a.nameRange]),
+                                                      UnsafeBufferPointer(rebasing: right[b.nameRange])),
+                          left[a.valueRange].elementsEqual(right[b.valueRange])
+                    else { return false }
+                }
+                return true
+            }
+        }
+    }
+}
+
+extension HTTPHeaders {
+    /// Iterates the fields in order as `(name, value)` Strings.
+    public struct Iterator: IteratorProtocol {
+        private let headers: HTTPHeaders
+        private var index = 0
+
+        init(_ headers: HTTPHeaders) { self.headers = headers }
+
+        /// The next field, or nil after the last one.
+        public mutating func next() -> (name: String, value: String)? {
+            guard index < headers.count else { return nil }
+            defer { index += 1 }
+            return headers[index]
+        }
+    }
+
+    /// An iterator over the fields in order.
+    public func makeIterator() -> Iterator { Iterator(self) }
+}
+
+extension HTTPHeaders: CustomStringConvertible {
+    /// The fields as `Name: value` lines, for logs and test failures.
+    public var description: String {
+        map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,370 @@
+@testable import OutboxCore
+
+/// One row of the parser table: bytes in, the collapsed outcome expected out.
+struct ParserCase: Sendable, CustomTestStringConvertible {
+    enum Kind: Sendable {
+        case request
+        /// A response stream; the methods are announced with `expectResponse` first.
+        case response(methods: [String])
+    }
+
+    var name: String
+    var kind: Kind
+    var input: [UInt8]
+    var limits: HTTPParserLimits
+    var expected: ParseOutcome
+
+    var testDescription: String { name }
+}
+
+import Testing
+
+private func request(_ name: String, _ input: String, limits: HTTPParserLimits = HTTPParserLimits(),
+                     _ expected: ParseOutcome) -> ParserCase {
+    ParserCase(name: "request: " + name, kind: .request, input: Array(input.utf8), limits: limits, expected: expected)
+}
+
+private func response(_ name: String, methods: [String] = ["GET"], _ input: String,
+                      limits: HTTPParserLimits = HTTPParserLimits(), _ expected: ParseOutcome) -> ParserCase {
+    ParserCase(name: "response: " + name, kind: .response(methods: methods), input: Array(input.utf8),
+               limits: limits, expected: expected)
+}
+
+private func message(_ startLine: String, _ headers: [String], _ framing: HTTPBodyFraming = .none,
+                     body: String = "", trailers: [String] = [], complete: Bool = true) -> ParsedMessage {
+    ParsedMessage(startLine: startLine, headers: headers, framing: framing, body: Array(body.utf8),
+                  trailers: trailers, complete: complete)
+}
+
+private func ok(_ messages: ParsedMessage...) -> ParseOutcome { .messages(messages) }
+private func fails(_ error: HTTPParseError) -> ParseOutcome { .failure(error) }
+
+private let host = "Host: a.example\r\n"
+private let hostLine = "Host: a.example"
+
+/// A POST with chunked framing and the given body section (chunks, last chunk, trailers).
+private func chunkedPost(_ body: String) -> String {
+    "POST /c HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n" + body
+}
+private let chunkedHead = ["POST /c HTTP/1.1", hostLine, "Transfer-Encoding: chunked"]
+private func chunkedMessage(_ body: String, trailers: [String] = []) -> ParseOutcome {
+    ok(message(chunkedHead[0], Array(chunkedHead.dropFirst()), .chunked, body: body, trailers: trailers))
+}
+
+private let long = String(repeating: "x", count: 40)
+
+let requestCases: [ParserCase] = [
+    // Valid requests.
+    request("simple GET", "GET / HTTP/1.1\r\n" + host + "\r\n",
+            ok(message("GET / HTTP/1.1", [hostLine]))),
+    request("bare LF line ends are accepted", "GET / HTTP/1.1\n" + "Host: a\n\n",
+            ok(message("GET / HTTP/1.1", ["Host: a"]))),
+    request("blank lines before the request line are skipped", "\r\n\n\r\nGET / HTTP/1.1\r\n" + host + "\r\n",
+            ok(message("GET / HTTP/1.1", [hostLine]))),
+    request("HTTP/1.0 without Host", "GET /old HTTP/1.0\r\n\r\n",
+            ok(message("GET /old HTTP/1.0", []))),
+    request("HTTP/1.0 with one Host", "GET / HTTP/1.0\r\nHost: a\r\n\r\n",
+            ok(message("GET / HTTP/1.0", ["Host: a"]))),
+    request("Content-Length body", "POST /items HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\nhello",
+            ok(message("POST /items HTTP/1.1", [hostLine, "Content-Length: 5"], .contentLength(5), body: "hello"))),
+    request("Content-Length 0 ends right after the head", "POST / HTTP/1.1\r\n" + host + "Content-Length: 0\r\n\r\n",
+            ok(message("POST / HTTP/1.1", [hostLine, "Content-Length: 0"], .contentLength(0)))),
+    request("Content-Length with leading zeros", "PUT / HTTP/1.1\r\n" + host + "Content-Length: 003\r\n\r\nabc",
+            ok(message("PUT / HTTP/1.1", [hostLine, "Content-Length: 003"], .contentLength(3), body: "abc"))),
+    request("Content-Length list of equal values", "PUT / HTTP/1.1\r\n" + host + "Content-Length: 3, 3\r\n\r\nabc",
+            ok(message("PUT / HTTP/1.1", [hostLine, "Content-Length: 3, 3"], .contentLength(3), body: "abc"))),
+    request("two equal Content-Length fields", "PUT / HTTP/1.1\r\n" + host + "Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+            ok(message("PUT / HTTP/1.1", [hostLine, "Content-Length: 3", "Content-Length: 3"], .contentLength(3), body: "abc"))),
+    request("GET with a body", "GET /q HTTP/1.1\r\n" + host + "Content-Length: 2\r\n\r\n{}",
+            ok(message("GET /q HTTP/1.1", [hostLine, "Content-Length: 2"], .contentLength(2), body: "{}"))),
+    request("body bytes that look like a request stay body",
+            "POST / HTTP/1.1\r\n" + host + "Content-Length: 18\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+            ok(message("POST / HTTP/1.1", [hostLine, "Content-Length: 18"], .contentLength(18), body: "GET / HTTP/1.1\r\n\r\n"))),
+    request("chunked body", chunkedPost("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), chunkedMessage("hello world")),
+    request("chunked with trailers", chunkedPost("5\r\nhello\r\n0\r\nX-Checksum: abc\r\nX-Count:  1 \r\n\r\n"),
+            chunkedMessage("hello", trailers: ["X-Checksum: abc", "X-Count: 1"])),
+    request("chunk extensions are skipped", chunkedPost("5;name=value;flag\r\nhello\r\n0;last\r\n\r\n"),
+            chunkedMessage("hello")),
+    request("quoted chunk extension with escapes", chunkedPost("5;a=\"x;y\\\"z\"\r\nhello\r\n0\r\n\r\n"),
+            chunkedMessage("hello")),
+    request("BWS before the chunk-ext semicolon (5 ;ext)", chunkedPost("5 ;ext\r\nhello\r\n0\r\n\r\n"),
+            chunkedMessage("hello")),
+    request("BWS around chunk-ext equals", chunkedPost("5 ; a = b\r\nhello\r\n0\r\n\r\n"), chunkedMessage("hello")),
+    request("hex chunk size with leading zeros and upper case", chunkedPost("000A\r\n0123456789\r\n0\r\n\r\n"),
+            chunkedMessage("0123456789")),
+    request("chunked with bare LF line ends", chunkedPost("5\nhello\n0\n\n"), chunkedMessage("hello")),
+    request("chunk data containing CRLF", chunkedPost("4\r\n\r\n\r\n\r\n0\r\n\r\n"), chunkedMessage("\r\n\r\n")),
+    request("Transfer-Encoding is case-insensitive",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: Chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
+            ok(message("POST / HTTP/1.1", [hostLine, "Transfer-Encoding: Chunked"], .chunked, body: "x"))),
+    request("empty list elements in Transfer-Encoding are ignored",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: , chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
+            ok(message("POST / HTTP/1.1", [hostLine, "Transfer-Encoding: , chunked"], .chunked, body: "x"))),
+    request("three pipelined requests in one buffer",
+            "GET /1 HTTP/1.1\r\n" + host + "\r\n"
+                + "POST /2 HTTP/1.1\r\n" + host + "Content-Length: 3\r\n\r\nabc"
+                + "GET /3 HTTP/1.1\r\n" + host + "\r\n",
+            ok(message("GET /1 HTTP/1.1", [hostLine]),
+               message("POST /2 HTTP/1.1", [hostLine, "Content-Length: 3"], .contentLength(3), body: "abc"),
+               message("GET /3 HTTP/1.1", [hostLine]))),
+    request("pipelined chunked then GET, with a stray CRLF between",
+            chunkedPost("2\r\nok\r\n0\r\n\r\n") + "\r\nGET /next HTTP/1.1\r\n" + host + "\r\n",
+            ok(message(chunkedHead[0], Array(chunkedHead.dropFirst()), .chunked, body: "ok"),
+               message("GET /next HTTP/1.1", [hostLine]))),
+    request("field values are trimmed of OWS, empty values kept",
+            "GET / HTTP/1.1\r\nHost:   a.example \t\r\nX-Empty:\r\nX-Spaces:   \r\n\r\n",
+            ok(message("GET / HTTP/1.1", [hostLine, "X-Empty: ", "X-Spaces: "]))),
+    request("obs-text in a value is kept", "GET / HTTP/1.1\r\n" + host + "X-Name: café\r\n\r\n",
+            ok(message("GET / HTTP/1.1", [hostLine, "X-Name: café"]))),
+    request("duplicate fields stay in order", "GET / HTTP/1.1\r\n" + host + "Accept: a\r\nX: 1\r\nAccept: b\r\n\r\n",
+            ok(message("GET / HTTP/1.1", [hostLine, "Accept: a", "X: 1", "Accept: b"]))),
+    request("absolute-form target", "POST http://api.local:9000/v1/items?x=1 HTTP/1.1\r\nHost: api.local:9000\r\nContent-Length: 1\r\n\r\n!",
+            ok(message("POST http://api.local:9000/v1/items?x=1 HTTP/1.1", ["Host: api.local:9000", "Content-Length: 1"],
+                       .contentLength(1), body: "!"))),
+    request("asterisk-form OPTIONS", "OPTIONS * HTTP/1.1\r\n" + host + "\r\n",
+            ok(message("OPTIONS * HTTP/1.1", [hostLine]))),
+    request("CONNECT (authority-form) stops the parser, tunnel bytes unconsumed",
+            "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\u{16}\u{3}\u{1}hello",
+            .messages([message("CONNECT example.com:443 HTTP/1.1", ["Host: example.com:443"], complete: false)],
+                      tunnel: [0x16, 0x03, 0x01] + Array("hello".utf8))),
+    request("CONNECT leaves a request-looking tunnel payload alone",
+            "CONNECT db:5432 HTTP/1.1\r\nHost: db:5432\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+            .messages([message("CONNECT db:5432 HTTP/1.1", ["Host: db:5432"], complete: false)],
+                      tunnel: Array("GET / HTTP/1.1\r\n\r\n".utf8))),
+    request("Host as IPv6 literal with port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+            ok(message("GET / HTTP/1.1", ["Host: [::1]:8080"]))),
+    request("Host with pct-encoding and empty port", "GET / HTTP/1.1\r\nHost: ex%41mple.com:\r\n\r\n",
+            ok(message("GET / HTTP/1.1", ["Host: ex%41mple.com:"]))),
+    request("empty Host is valid (RFC 9112 §3.2)", "GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            ok(message("GET / HTTP/1.1", ["Host: "]))),
+    request("empty input is no message", "", ok()),
+    request("only blank lines then close is no message", "\r\n\r\n\n", ok()),
+    request("head of exactly maxHeaderBytes fits", "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            limits: HTTPParserLimits(maxHeaderBytes: 27), ok(message("GET / HTTP/1.1", ["Host: a"]))),
+    request("chunked body of exactly maxBodyBytes fits", chunkedPost("5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n"),
+            limits: HTTPParserLimits(maxBodyBytes: 10), chunkedMessage("helloworld")),
+    request("Content-Length of exactly maxBodyBytes fits", "POST / HTTP/1.1\r\n" + host + "Content-Length: 4\r\n\r\nabcd",
+            limits: HTTPParserLimits(maxBodyBytes: 4),
+            ok(message("POST / HTTP/1.1", [hostLine, "Content-Length: 4"], .contentLength(4), body: "abcd"))),
+
+    // Smuggling vectors and framing errors.
+    request("Content-Length and Transfer-Encoding (CL.TE)",
+            "POST / HTTP/1.1\r\n" + host + "Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG",
+            fails(.conflictingFraming)),
+    request("Transfer-Encoding and Content-Length (TE.CL)",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n",
+            fails(.conflictingFraming)),
+    request("Transfer-Encoding: chunked, identity",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+            fails(.unsupportedTransferEncoding)),
+    request("Transfer-Encoding: gzip, chunked", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            fails(.unsupportedTransferEncoding)),
+    request("Transfer-Encoding: identity", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: identity\r\n\r\n",
+            fails(.unsupportedTransferEncoding)),
+    request("Transfer-Encoding split over two fields, second unknown",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\nTransfer-Encoding: x-foo\r\n\r\n",
+            fails(.unsupportedTransferEncoding)),
+    request("Transfer-Encoding: chunked twice", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked, chunked\r\n\r\n",
+            fails(.malformedHeader)),
+    request("Transfer-Encoding: chunked in two fields", "POST / HTTP/1.1\r\n" + host
+                + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            fails(.malformedHeader)),
+    request("empty Transfer-Encoding", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding:\r\n\r\n", fails(.malformedHeader)),
+    request("Transfer-Encoding with a non-token coding", "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding: \"chunked\"\r\n\r\n",
+            fails(.malformedHeader)),
+    request("HTTP/1.0 with Transfer-Encoding", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            fails(.malformedHeader)),
+    request("whitespace before the colon (Transfer-Encoding : chunked)",
+            "POST / HTTP/1.1\r\n" + host + "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n", fails(.malformedHeader)),
+    request("obs-fold ( Transfer-Encoding: chunked after a field)",
+            "POST / HTTP/1.1\r\n" + host + " Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", fails(.obsFold)),
+    request("obs-fold continuation of a value", "GET / HTTP/1.1\r\n" + host + "X-Long: a\r\n\tb\r\n\r\n", fails(.obsFold)),
+    request("whitespace line between request line and first field",
+            "GET / HTTP/1.1\r\n Host: a\r\n\r\n", fails(.malformedHeader)),
+    request("Content-Length: 5, 6", "POST / HTTP/1.1\r\n" + host + "Content-Length: 5, 6\r\n\r\nhello!",
+            fails(.invalidContentLength)),
+    request("two differing Content-Length fields", "POST / HTTP/1.1\r\n" + host + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+            fails(.invalidContentLength)),
+    request("Content-Length: +5", "POST / HTTP/1.1\r\n" + host + "Content-Length: +5\r\n\r\nhello", fails(.invalidContentLength)),
+    request("Content-Length: -1", "POST / HTTP/1.1\r\n" + host + "Content-Length: -1\r\n\r\n", fails(.invalidContentLength)),
+    request("Content-Length: 0x5", "POST / HTTP/1.1\r\n" + host + "Content-Length: 0x5\r\n\r\nhello", fails(.invalidContentLength)),
+    request("Content-Length with a space inside", "POST / HTTP/1.1\r\n" + host + "Content-Length: 1 0\r\n\r\n",
+            fails(.invalidContentLength)),
+    request("empty Content-Length", "POST / HTTP/1.1\r\n" + host + "Content-Length:\r\n\r\n", fails(.invalidContentLength)),
+    request("Content-Length above Int.max", "POST / HTTP/1.1\r\n" + host + "Content-Length: 99999999999999999999\r\n\r\n",
+            fails(.invalidContentLength)),
+    request("CONNECT announcing a body", "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\nContent-Length: 5\r\n\r\nhello",
+            fails(.conflictingFraming)),
+
+    // Chunked body errors.
+    request("chunk size 0x5", chunkedPost("0x5\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("chunk size with a sign", chunkedPost("+5\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("whitespace before the chunk size", chunkedPost(" 5\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("whitespace after the chunk size without extension", chunkedPost("5 \r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("empty chunk size line", chunkedPost("\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("chunk size of 17 hex digits", chunkedPost("00000000000000005\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("chunk size overflowing Int", chunkedPost("FFFFFFFFFFFFFFFF\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("chunk extension without a name", chunkedPost("5;=x\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("unterminated quoted chunk extension", chunkedPost("5;a=\"x\r\nhello\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("chunk extension longer than maxHeaderBytes", chunkedPost("5;" + long + long + long + "\r\nhello\r\n0\r\n\r\n"),
+            limits: HTTPParserLimits(maxHeaderBytes: 88), fails(.invalidChunk)),
+    request("chunk data longer than its size", chunkedPost("5\r\nhelloX\r\n0\r\n\r\n"), fails(.invalidChunk)),
+    request("missing CRLF after chunk data", chunkedPost("5\r\nhello0\r\n\r\n"), fails(.invalidChunk)),
+    request("CR then not LF after chunk data", chunkedPost("5\r\nhello\rX0\r\n\r\n"), fails(.invalidChunk)),
+    request("bare CR in a chunk size line", chunkedPost("5\r\r\nhello\r\n0\r\n\r\n"), fails(.bareCR)),
+    request("obs-fold in the trailers", chunkedPost("0\r\nX-T: a\r\n b\r\n\r\n"), fails(.invalidChunk)),
+    request("malformed trailer field", chunkedPost("0\r\nX-T a\r\n\r\n"), fails(.invalidChunk)),
+    request("trailer section larger than maxHeaderBytes", chunkedPost("0\r\nX-Trailer: " + long + long + "\r\n\r\n"),
+            limits: HTTPParserLimits(maxHeaderBytes: 70), fails(.headerTooLarge)),
+
+    // Malformed heads.
+    request("bare CR in a field value", "GET / HTTP/1.1\r\n" + host + "X-A: a\rb\r\n\r\n", fails(.bareCR)),
+    request("bare CR in the request line", "GET /\r HTTP/1.1\r\n" + host + "\r\n", fails(.bareCR)),
+    request("bare CR ending the head", "GET / HTTP/1.1\r\n" + host + "\r\r\n", fails(.bareCR)),
+    request("NUL in a field value", "GET / HTTP/1.1\r\n" + host + "X-A: a\u{0}b\r\n\r\n", fails(.malformedHeader)),
+    request("DEL in a field value", "GET / HTTP/1.1\r\n" + host + "X-A: a\u{7F}\r\n\r\n", fails(.malformedHeader)),
+    request("empty field name", "GET / HTTP/1.1\r\n" + host + ": value\r\n\r\n", fails(.malformedHeader)),
+    request("field line without a colon", "GET / HTTP/1.1\r\n" + host + "NoColon\r\n\r\n", fails(.malformedHeader)),
+    request("non-token byte in a field name", "GET / HTTP/1.1\r\n" + host + "Bad[Name]: x\r\n\r\n", fails(.malformedHeader)),
+    request("double space in the request line (GET  / HTTP/1.1)", "GET  / HTTP/1.1\r\n" + host + "\r\n",
+            fails(.malformedStartLine)),
+    request("lowercase http/1.1", "GET / http/1.1\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("trailing space after the version", "GET / HTTP/1.1 \r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("request line without a version", "GET /\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("version with two-digit minor", "GET / HTTP/1.10\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("non-token byte in the method", "GE(T / HTTP/1.1\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("tab inside the target", "GET /a\tb HTTP/1.1\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("non-ASCII byte in the target", "GET /é HTTP/1.1\r\n" + host + "\r\n", fails(.malformedStartLine)),
+    request("HTTP/2.0 is unsupported (505)", "GET / HTTP/2.0\r\n" + host + "\r\n", fails(.unsupportedVersion)),
+    request("HTTP/1.2 is unsupported (505)", "GET / HTTP/1.2\r\n" + host + "\r\n", fails(.unsupportedVersion)),
+
+    // Host.
+    request("HTTP/1.1 without Host", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", fails(.invalidHost)),
+    request("two Host fields", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", fails(.invalidHost)),
+    request("two Host fields in HTTP/1.0", "GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", fails(.invalidHost)),
+    request("Host: a b", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", fails(.invalidHost)),
+    request("Host with a port above 65535", "GET / HTTP/1.1\r\nHost: a:65536\r\n\r\n", fails(.invalidHost)),
+    request("Host with a non-numeric port", "GET / HTTP/1.1\r\nHost: a:b\r\n\r\n", fails(.invalidHost)),
+    request("Host with userinfo", "GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", fails(.invalidHost)),
+    request("Host with an unclosed IPv6 literal", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", fails(.invalidHost)),
+
+    // Limits.
+    request("head over maxHeaderBytes (431)", "GET / HTTP/1.1\r\n" + host + "X-Pad: " + long + "\r\n\r\n",
+            limits: HTTPParserLimits(maxHeaderBytes: 64), fails(.headerTooLarge)),
+    request("head one byte over maxHeaderBytes", "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            limits: HTTPParserLimits(maxHeaderBytes: 26), fails(.headerTooLarge)),
+    request("oversized head is refused before its end arrives", "GET / HTTP/1.1\r\nX-Pad: " + long + long,
+            limits: HTTPParserLimits(maxHeaderBytes: 64), fails(.headerTooLarge)),
+    request("blank lines before the request line count toward maxHeaderBytes",
+            String(repeating: "\r\n", count: 10) + "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            limits: HTTPParserLimits(maxHeaderBytes: 40), fails(.headerTooLarge)),
+    request("Content-Length over maxBodyBytes (413 at the head)", "POST / HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\n",
+            limits: HTTPParserLimits(maxBodyBytes: 4), fails(.bodyTooLarge)),
+    request("chunked body over maxBodyBytes", chunkedPost("5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n"),
+            limits: HTTPParserLimits(maxBodyBytes: 8), fails(.bodyTooLarge)),
+
+    // Peer closing mid-message.
+    request("close in the middle of the head", "GET / HTTP/1.1\r\nHost: a\r\n", fails(.incompleteMessage)),
+    request("close in the middle of the request line", "GET / HT", fails(.incompleteMessage)),
+    request("close in the middle of a Content-Length body", "POST / HTTP/1.1\r\n" + host + "Content-Length: 10\r\n\r\nabc",
+            fails(.incompleteMessage)),
+    request("close in the middle of a chunked body", chunkedPost("5\r\nhel"), fails(.incompleteMessage)),
+    request("close before the trailer section ends", chunkedPost("0\r\nX-T: 1\r\n"), fails(.incompleteMessage)),
+    request("close after a complete request and half of the next",
+            "GET / HTTP/1.1\r\n" + host + "\r\nGET /2 HTTP/1.1\r\n", fails(.incompleteMessage)),
+]
+
+let responseCases: [ParserCase] = [
+    response("Content-Length body", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+             ok(message("HTTP/1.1 200 OK", ["Content-Length: 5"], .contentLength(5), body: "hello"))),
+    response("chunked body with trailers",
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n3\r\nabc\r\n0\r\nX-Sum: 42\r\n\r\n",
+             ok(message("HTTP/1.1 200 OK", ["Transfer-Encoding: chunked", "Trailer: X-Sum"], .chunked,
+                        body: "abc", trailers: ["X-Sum: 42"]))),
+    response("close-delimited body ends at finish()", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it",
+             ok(message("HTTP/1.1 200 OK", ["Content-Type: text/plain"], .untilClose, body: "all of it"))),
+    response("close-delimited empty body", "HTTP/1.0 200 OK\r\n\r\n",
+             ok(message("HTTP/1.0 200 OK", [], .untilClose))),
+    response("HEAD response has no body despite Content-Length", methods: ["HEAD", "GET"],
+             "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi",
+             ok(message("HTTP/1.1 200 OK", ["Content-Length: 100"]),
+                message("HTTP/1.1 200 OK", ["Content-Length: 2"], .contentLength(2), body: "hi"))),
+    response("204 has no body", methods: ["DELETE", "GET"],
+             "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n!",
+             ok(message("HTTP/1.1 204 No Content", []),
+                message("HTTP/1.1 200 OK", ["Content-Length: 1"], .contentLength(1), body: "!"))),
+    response("204 ignores Transfer-Encoding", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+             ok(message("HTTP/1.1 204 No Content", ["Transfer-Encoding: chunked"]))),
+    response("304 has no body despite Content-Length", "HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n",
+             ok(message("HTTP/1.1 304 Not Modified", ["Content-Length: 50"]))),
+    response("100 Continue is interim, then the final response", methods: ["POST"],
+             "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+             ok(message("HTTP/1.1 100 Continue", []),
+                message("HTTP/1.1 201 Created", ["Content-Length: 2"], .contentLength(2), body: "ok"))),
+    response("interim 1xx keeps the request (HEAD) for the final response", methods: ["HEAD"],
+             "HTTP/1.1 100 Continue\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+             ok(message("HTTP/1.1 100 Continue", ["Content-Length: 9"]),
+                message("HTTP/1.1 200 OK", ["Content-Length: 5"]))),
+    response("103 Early Hints then 200", "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+             ok(message("HTTP/1.1 103 Early Hints", ["Link: </a.css>"]),
+                message("HTTP/1.1 200 OK", ["Content-Length: 0"], .contentLength(0)))),
+    response("101 Switching Protocols upgrades", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\u{81}\u{5}hello",
+             .messages([message("HTTP/1.1 101 Switching Protocols", ["Upgrade: websocket"], complete: false)],
+                       tunnel: Array("\u{81}\u{5}hello".utf8))),
+    response("2xx to CONNECT upgrades", methods: ["CONNECT"],
+             "HTTP/1.1 200 Connection Established\r\n\r\n\u{16}\u{3}\u{1}",
+             .messages([message("HTTP/1.1 200 Connection Established", [], complete: false)], tunnel: [0x16, 0x03, 0x01])),
+    response("non-2xx to CONNECT is an ordinary response", methods: ["CONNECT"],
+             "HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 4\r\n\r\ndeny",
+             ok(message("HTTP/1.1 407 Proxy Authentication Required", ["Content-Length: 4"], .contentLength(4), body: "deny"))),
+    response("three pipelined responses to GET, HEAD, GET", methods: ["GET", "HEAD", "GET"],
+             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
+                 + "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n"
+                 + "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n",
+             ok(message("HTTP/1.1 200 OK", ["Content-Length: 1"], .contentLength(1), body: "a"),
+                message("HTTP/1.1 200 OK", ["Content-Length: 7"]),
+                message("HTTP/1.1 404 Not Found", ["Transfer-Encoding: chunked"], .chunked, body: "b"))),
+    response("response with no announced request is framed as for GET", methods: [],
+             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi",
+             ok(message("HTTP/1.1 200 OK", ["Content-Length: 2"], .contentLength(2), body: "hi"))),
+    response("status line without reason or its SP", "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n",
+             ok(message("HTTP/1.1 200 ", ["Content-Length: 0"], .contentLength(0)))),
+    response("status line with empty reason", "HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n",
+             ok(message("HTTP/1.1 200 ", ["Content-Length: 0"], .contentLength(0)))),
+    response("reason phrase with spaces, tab and obs-text", "HTTP/1.1 200 Très\tbien OK\r\nContent-Length: 0\r\n\r\n",
+             ok(message("HTTP/1.1 200 Très\tbien OK", ["Content-Length: 0"], .contentLength(0)))),
+    response("Transfer-Encoding with chunked final is chunked",
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nzz\r\n0\r\n\r\n",
+             ok(message("HTTP/1.1 200 OK", ["Transfer-Encoding: gzip, chunked"], .chunked, body: "zz"))),
+    response("Transfer-Encoding without final chunked reads until close",
+             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nzzz",
+             ok(message("HTTP/1.1 200 OK", ["Transfer-Encoding: gzip"], .untilClose, body: "zzz"))),
+    response("Content-Length and Transfer-Encoding", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+             fails(.conflictingFraming)),
+    response("chunked twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", fails(.malformedHeader)),
+    response("HTTP/1.0 with Transfer-Encoding", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+             fails(.malformedHeader)),
+    response("invalid Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", fails(.invalidContentLength)),
+    response("differing Content-Length values", "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nab", fails(.invalidContentLength)),
+    response("HTTP/2.0 status line", "HTTP/2.0 200 OK\r\n\r\n", fails(.unsupportedVersion)),
+    response("lowercase version in the status line", "http/1.1 200 OK\r\n\r\n", fails(.malformedStartLine)),
+    response("two-digit status", "HTTP/1.1 20 OK\r\n\r\n", fails(.malformedStartLine)),
+    response("four-digit status", "HTTP/1.1 2000 OK\r\n\r\n", fails(.malformedStartLine)),
+    response("status below 100", "HTTP/1.1 099 Odd\r\n\r\n", fails(.malformedStartLine)),
+    response("control byte in the reason", "HTTP/1.1 200 O\u{1}K\r\n\r\n", fails(.malformedStartLine)),
+    response("bare CR in the reason", "HTTP/1.1 200 O\rK\r\n\r\n", fails(.bareCR)),
+    response("obs-fold in a response field", "HTTP/1.1 200 OK\r\nX-A: 1\r\n 2\r\nContent-Length: 0\r\n\r\n", fails(.obsFold)),
+    response("missing CRLF after chunk data", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n",
+             fails(.invalidChunk)),
+    response("head over maxHeaderBytes", "HTTP/1.1 200 OK\r\nX-Pad: " + long + "\r\n\r\n",
+             limits: HTTPParserLimits(maxHeaderBytes: 50), fails(.headerTooLarge)),
+    response("Content-Length over maxBodyBytes", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
+             limits: HTTPParserLimits(maxBodyBytes: 9), fails(.bodyTooLarge)),
+    response("close-delimited body over maxBodyBytes", "HTTP/1.1 200 OK\r\n\r\n0123456789",
+             limits: HTTPParserLimits(maxBodyBytes: 9), fails(.bodyTooLarge)),
+    response("close in the middle of a Content-Length body", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+             fails(.incompleteMessage)),
+    response("close in the middle of a chunked body", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+             fails(.incompleteMessage)),
+    response("close in the middle of the head", "HTTP/1.1 200 OK\r\nContent-", fails(.incompleteMessage)),
+]
