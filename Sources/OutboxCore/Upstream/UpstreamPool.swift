@@ -32,19 +32,23 @@ final class UpstreamPool: UpstreamTransport {
         }
         let host = origin.host
         let port = origin.port
-        let bound = LoopBound(value: (self, ready), loop: loop)
+        let pool = LoopBound(value: self, loop: loop)
+        let callback = LoopBound(value: ready, loop: loop)
         DispatchQueue.global().async {
             let found = SocketAddress.resolve(host: host, port: port)
-            bound.loop.execute {
-                let (pool, ready) = bound.value
-                if found.isEmpty {
-                    ready(.failure(.connectFailed("cannot resolve host \(host)")))
-                    return
-                }
-                pool.resolved[host] = (found, pool.loop.now + UpstreamPool.dnsLifetime)
-                ready(.success(()))
+            pool.loop.execute {
+                pool.value.finishResolving(host: host, found: found, ready: callback.value)
             }
         }
+    }
+
+    private func finishResolving(host: String, found: [SocketAddress], ready: (Result<Void, UpstreamError>) -> Void) {
+        if found.isEmpty {
+            ready(.failure(.connectFailed("cannot resolve host \(host)")))
+            return
+        }
+        resolved[host] = (found, loop.now + UpstreamPool.dnsLifetime)
+        ready(.success(()))
     }
 
     func addresses(of origin: Origin) -> [SocketAddress]? {
