@@ -5,11 +5,14 @@ import Glibc
 /// Every wait has a deadline, so a silent proxy fails the test instead of hanging it.
 final class RawClient {
     /// What to do with response bodies.
-    enum BodyHandling {
+    enum BodyHandling: Equatable {
         /// Keep the bytes (and hash them).
         case collect
         /// Only count and hash them: for bodies of many megabytes.
         case digestOnly
+        /// Count and hash, and stop reading for `pause` after every `everyBytes` bytes, so the
+        /// proxy's buffers fill up and it has to stop reading from the upstream.
+        case digestWithPauses(everyBytes: Int, pause: Duration)
     }
 
     let port: UInt16
@@ -66,10 +69,24 @@ final class RawClient {
         var body: [UInt8] = []
         var hasher = SHA256()
         var byteCount = 0
+        var nextPauseAt = Int.max
+        if case .digestWithPauses(let every, _) = handling { nextPauseAt = every }
         let sink: (UnsafeRawBufferPointer) -> Void = { piece in
             byteCount += piece.count
             hasher.update(piece)
-            if handling == .collect { body.append(contentsOf: piece) }
+            switch handling {
+            case .collect:
+                body.append(contentsOf: piece)
+            case .digestOnly:
+                break
+            case .digestWithPauses(let every, let pause):
+                // Load shaping, not synchronisation: nothing is awaited here.
+                if byteCount >= nextPauseAt {
+                    nextPauseAt += every
+                    let (seconds, attoseconds) = pause.components
+                    usleep(UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+                }
+            }
         }
         var framing = HTTPResponse.BodyFraming.none
         var trailers = HTTPHeaders()
