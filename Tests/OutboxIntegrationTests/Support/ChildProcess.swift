@@ -1,0 +1,174 @@
+import Foundation
+import Glibc
+
+/// A child process with its stdout and stderr drained on harness threads (a full pipe would
+/// block the child) and kept for assertions and failure messages. A child still running when
+/// this object goes away is killed, so no test leaves a process behind.
+final class ChildProcess: Sendable {
+    /// How the child ended.
+    enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
+        case exited(Int32)
+        case signaled(Int32)
+
+        var description: String {
+            switch self {
+            case .exited(let code): "exit code \(code)"
+            case .signaled(let signal): "killed by signal \(signal)"
+            }
+        }
+    }
+
+    /// Everything observed so far.
+    struct Observed: Sendable {
+        var stdout: [UInt8] = []
+        var stderr: [UInt8] = []
+        var stdoutClosed = false
+        var stderrClosed = false
+        var exit: ExitStatus?
+
+        /// Exited and both pipes drained: the output is complete.
+        var isFinished: Bool { exit != nil && stdoutClosed && stderrClosed }
+        var stderrText: String { String(decoding: stderr, as: UTF8.self) }
+        var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+    }
+
+    let pid: Int32
+    let executable: String
+    let observed: WaitableState<Observed>
+    private let process: Process
+
+    /// Starts `executable` with `arguments`. `environment` defaults to this process's
+    /// environment without proxy and `OUTBOX_*` variables, so the developer's shell cannot
+    /// change what a test sees.
+    init(executable: String, arguments: [String], environment: [String: String]? = nil) throws {
+        let observed = WaitableState(Observed())
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment ?? Self.cleanEnvironment()
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.terminationHandler = { finished in
+            let status: ExitStatus = finished.terminationReason == .uncaughtSignal
+                ? .signaled(finished.terminationStatus) : .exited(finished.terminationStatus)
+            observed.update { $0.exit = status }
+        }
+        if let failure = Self.runWithEmptySignalMask(process) {
+            throw HarnessError("cannot start \(executable): \(failure)")
+        }
+        self.process = process
+        self.observed = observed
+        self.executable = executable
+        pid = process.processIdentifier
+        Self.drain(stdout.fileHandleForReading, into: observed, isStderr: false)
+        Self.drain(stderr.fileHandleForReading, into: observed, isStderr: true)
+    }
+
+    deinit {
+        if observed.value.exit == nil {
+            kill(pid, SIGKILL)
+        }
+    }
+
+    /// The environment children get: ours, minus anything that would reroute or reconfigure them.
+    static func cleanEnvironment() -> [String: String] {
+        ProcessInfo.processInfo.environment.filter { key, _ in
+            let lowered = key.lowercased()
+            return !lowered.hasSuffix("_proxy") && !key.hasPrefix("OUTBOX_")
+        }
+    }
+
+    /// The absolute path of `name` on PATH, or nil.
+    static func which(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// Runs a command to completion (killing it after `timeout`) and returns how it ended.
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                    timeout: Duration = .seconds(30)) async throws -> Observed {
+        let child = try ChildProcess(executable: executable, arguments: arguments, environment: environment)
+        _ = try await child.waitForExit(timeout: timeout)
+        return child.observed.value
+    }
+
+    /// Whether it has not exited yet.
+    var isRunning: Bool { observed.value.exit == nil }
+
+    /// Everything it wrote to stderr so far.
+    var stderrText: String { observed.value.stderrText }
+
+    /// Everything it wrote to stdout so far.
+    var stdoutText: String { observed.value.stdoutText }
+
+    /// Sends `signal` unless it has already exited.
+    func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Waits for the exit and for both pipes to be drained; kills it and throws on timeout.
+    func waitForExit(timeout: Duration) async throws -> ExitStatus {
+        do {
+            return try await observed.wait(
+                timeout: timeout,
+                describeTimeout: { [executable] observed in
+                    "\(executable) did not exit within \(timeout) (exit: \(observed.exit.map { "\($0)" } ?? "none"), "
+                        + "pipes closed: \(observed.stdoutClosed)/\(observed.stderrClosed)); stderr:\n\(observed.stderrText.suffix(4000))"
+                },
+                until: { $0.isFinished ? $0.exit : nil }
+            )
+        } catch {
+            signal(SIGKILL)
+            throw error
+        }
+    }
+
+    /// Starts `process` from a fresh thread whose signal mask is empty. posix_spawn copies the
+    /// caller's mask, and Swift concurrency's worker threads block SIGTERM and SIGINT: a child
+    /// spawned from one would ignore the very signals the shutdown tests send.
+    private static func runWithEmptySignalMask(_ process: Process) -> String? {
+        let failure = WaitableState<String??>(nil)
+        Thread {
+            var empty = sigset_t()
+            sigemptyset(&empty)
+            pthread_sigmask(SIG_SETMASK, &empty, nil)
+            do {
+                try process.run()
+                failure.update { $0 = .some(nil) }
+            } catch {
+                failure.update { $0 = .some("\(error)") }
+            }
+        }.start()
+        return failure.waitBlocking(timeout: .seconds(30)) { $0 } ?? "Process.run() did not return within 30 s"
+    }
+
+    private static func drain(_ handle: FileHandle, into observed: WaitableState<Observed>, isStderr: Bool) {
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                observed.update { state in
+                    if isStderr {
+                        state.stderr += buffer[0..<count]
+                    } else {
+                        state.stdout += buffer[0..<count]
+                    }
+                }
+            }
+            observed.update { state in
+                if isStderr { state.stderrClosed = true } else { state.stdoutClosed = true }
+            }
+            // Keeps the handle (and so the descriptor) alive until reading is over.
+            withExtendedLifetime(handle) {}
+        }.start()
+    }
+}

@@ -1,0 +1,27 @@
+import Testing
+
+/// Checks the error shape every proxy-made error shares (SPEC §3, §5): the status, a JSON
+/// content type, and a `{"error":{"code":"…","message":"…"}}` body. Failures show the response
+/// and the proxy's stderr.
+func expectErrorResponse(_ response: HTTPResponse, status: Int, from outbox: OutboxProcess,
+                         sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(response.status == status, "response:\n\(response)\n\(outbox)", sourceLocation: sourceLocation)
+    #expect(response.headers["Content-Type"]?.lowercased().hasPrefix("application/json") == true,
+            "Content-Type \(response.headers["Content-Type"] ?? "missing")\n\(outbox)", sourceLocation: sourceLocation)
+    let envelope = response.errorEnvelope
+    #expect(envelope != nil, "body is not {\"error\":{\"code\",\"message\"}}: \(response.bodyText)\n\(outbox)",
+            sourceLocation: sourceLocation)
+    #expect(envelope?.code.isEmpty == false, "empty error code\n\(outbox)", sourceLocation: sourceLocation)
+}
+
+/// Lines of `text` that are not blank.
+func nonEmptyLines(_ text: String) -> [String] {
+    text.unicodeScalars.split(separator: "\n").map { String(String.UnicodeScalarView($0)) }
+        .filter { !$0.trimmingCharacters(in: " \t\r").isEmpty }
+}
+
+/// Markers of a crash report or stack trace, which no CLI error may print.
+func looksLikeStackTrace(_ text: String) -> Bool {
+    ["Fatal error", "Stack dump", "Current stack trace", "backtrace", "💣", "SIGSEGV", "SIGILL", "Thread 0 crashed"]
+        .contains { text.contains($0) }
+}

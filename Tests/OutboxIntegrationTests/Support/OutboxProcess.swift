@@ -1,0 +1,134 @@
+import Foundation
+import Glibc
+
+/// The real `outbox` binary running as a child process against a test upstream, with its own
+/// temporary data directory and config file. Start it with `start(...)`, which returns once the
+/// proxy printed `outbox listening on http://127.0.0.1:PORT`. Killed on deinit if still running.
+final class OutboxProcess: Sendable, CustomStringConvertible {
+    let child: ChildProcess
+    /// The port from the listening line.
+    let port: UInt16
+    /// Holds the data directory and config file; removed with this object.
+    let directory: TemporaryDirectory
+
+    private init(child: ChildProcess, port: UInt16, directory: TemporaryDirectory) {
+        self.child = child
+        self.port = port
+        self.directory = directory
+    }
+
+    /// The binary under test: `$OUTBOX_BINARY`, else `outbox` next to the test runner in
+    /// `.build/<triple>/debug/` (the test target depends on the executable, so it is built).
+    static var binaryPath: String {
+        if let explicit = ProcessInfo.processInfo.environment["OUTBOX_BINARY"], !explicit.isEmpty {
+            return explicit
+        }
+        var runner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        // The runner may be nested in an .xctest bundle directory; walk up to the build dir.
+        for _ in 0..<4 {
+            runner = runner.deletingLastPathComponent()
+            let candidate = runner.appendingPathComponent("outbox").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("outbox").path
+    }
+
+    /// Runs `outbox` with exactly `arguments` (no waiting): for CLI tests.
+    static func launch(_ arguments: [String], environment: [String: String]? = nil) throws -> ChildProcess {
+        try ChildProcess(executable: binaryPath, arguments: arguments, environment: environment)
+    }
+
+    /// Starts `outbox --listen 127.0.0.1:0 --upstream UPSTREAM --data-dir TMP [--config TMP/config.json]`
+    /// and waits for its listening line. `config` is the JSON text of SPEC §2, written to a file.
+    static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
+                      executable: String = OutboxProcess.binaryPath,
+                      timeout: Duration = .seconds(20)) async throws -> OutboxProcess {
+        let directory = try TemporaryDirectory()
+        var arguments = ["--listen", "127.0.0.1:0", "--upstream", upstream, "--data-dir", directory.file("data")]
+        if let config {
+            arguments += ["--config", try directory.write(config, to: "config.json")]
+        }
+        let child = try ChildProcess(executable: executable, arguments: arguments + extra)
+        let port = try await waitForListeningLine(of: child, timeout: timeout)
+        return OutboxProcess(child: child, port: port, directory: directory)
+    }
+
+    /// Waits until `child` prints the listening line and returns its port; fails at once
+    /// when the child closes stderr (exits) first.
+    static func waitForListeningLine(of child: ChildProcess, timeout: Duration) async throws -> UInt16 {
+        let result: Result<UInt16, HarnessError> = try await child.observed.wait(
+            timeout: timeout,
+            describeTimeout: { observed in
+                "no listening line within \(timeout); stderr so far:\n\(observed.stderrText.suffix(4000))"
+            },
+            until: { observed in
+                if let port = listeningPort(in: observed.stderrText) { return .success(port) }
+                // Waiting for stderr to close (not just the exit) keeps the last words in the message.
+                if observed.stderrClosed {
+                    return .failure(HarnessError(
+                        "\(child.executable) ended before listening (\(observed.exit.map { "\($0)" } ?? "stderr closed")); "
+                            + "stderr:\n\(observed.stderrText.suffix(4000))\nstdout:\n\(observed.stdoutText.suffix(1000))"))
+                }
+                return nil
+            }
+        )
+        return try result.get()
+    }
+
+    /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line.
+    static func listeningPort(in stderr: String) -> UInt16? {
+        let prefix = "outbox listening on http://127.0.0.1:"
+        // Only complete lines count; "\r\n" is one Character in Swift, so split on scalars.
+        for line in stderr.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+            let text = Substring(line.last == "\r" ? line.dropLast() : line)
+            if text.hasPrefix(prefix), let port = UInt16(text.dropFirst(prefix.count)), port != 0 {
+                return port
+            }
+        }
+        return nil
+    }
+
+    var pid: Int32 { child.pid }
+
+    /// `http://127.0.0.1:PORT`.
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Everything the proxy wrote to stderr so far.
+    var stderrText: String { child.stderrText }
+
+    /// A new client connection to the proxy.
+    func connect(readSize: Int = 64 * 1024) throws -> RawClient {
+        try RawClient(port: port, readSize: readSize)
+    }
+
+    /// Sends one request on a fresh connection and reads the response: the common case.
+    func exchange(_ request: String, method: String = "GET", timeout: Duration = .seconds(10)) throws -> HTTPResponse {
+        let client = try connect()
+        try client.send(request)
+        return try client.readResponse(to: method, timeout: timeout)
+    }
+
+    /// The proxy's peak resident set (`VmHWM` in /proc/PID/status), in bytes.
+    func peakRSSBytes() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { throw HarnessError("no VmHWM in /proc/\(pid)/status") }
+        return kilobytes * 1024
+    }
+
+    /// Sends `signal` (SIGTERM by default) unless it has exited.
+    func terminate(signal: Int32 = SIGTERM) {
+        child.signal(signal)
+    }
+
+    /// Waits for the exit (and drained output); kills it and throws on timeout.
+    func waitForExit(timeout: Duration = .seconds(15)) async throws -> ChildProcess.ExitStatus {
+        try await child.waitForExit(timeout: timeout)
+    }
+
+    var description: String {
+        "outbox pid \(pid) on port \(port); stderr (tail):\n\(stderrText.suffix(4000))"
+    }
+}
