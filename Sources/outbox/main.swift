@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import OutboxCore
 
@@ -29,6 +28,8 @@ case .checkConfig(let options):
         fail(error.message, code: 2)
     }
 case .serve(let options):
+    // Before any thread exists (URLSession and the loops start threads), so all inherit the mask.
+    TerminationSignals.block()
     let config: OutboxConfig
     do {
         config = try ConfigLoader.load(options, environment: environment)
@@ -37,9 +38,6 @@ case .serve(let options):
     }
     let logger = Logger(level: config.logLevel)
     let server = ProxyServer(config: config, logger: logger)
-    // Signals are taken as events on a queue, not in an async-signal handler.
-    for signalNumber in [SIGTERM, SIGINT] { signal(signalNumber, SIG_IGN) }
-    signal(SIGPIPE, SIG_IGN)
     let address: (host: String, port: Int)
     do {
         address = try server.start()
@@ -47,21 +45,12 @@ case .serve(let options):
         fail("cannot listen on \(config.listen): \(error)", code: 1)
     }
     let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
-    FileHandle.standardError.write(Data("outbox listening on http://\(shown):\(address.port)\n".utf8))
+    // Through the logger's sink, so the line never interleaves with a log line.
+    Logger.standardError("outbox listening on http://\(shown):\(address.port)")
     logger.info("started", ["version": Outbox.version, "upstream": config.upstream?.description ?? "-"])
-    let stop = DispatchSemaphore(value: 0)
-    let sources = [SIGTERM, SIGINT].map { signalNumber in
-        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-        source.setEventHandler {
-            logger.info("stopping", ["signal": signalNumber == SIGTERM ? "TERM" : "INT"])
-            stop.signal()
-        }
-        source.resume()
-        return source
-    }
-    stop.wait()
+    let received = TerminationSignals.wait()
+    logger.info("stopping", ["signal": received == SIGTERM ? "TERM" : "INT"])
     let clean = server.shutdown(timeout: config.limits.shutdownTimeoutSeconds)
     logger.info("stopped", ["clean": String(clean)])
-    _ = sources
     exit(0)
 }

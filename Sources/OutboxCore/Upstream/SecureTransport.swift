@@ -12,11 +12,15 @@ import Synchronization
 /// `Content-Length` are dropped and the body is re-framed), merges duplicate response headers,
 /// buffers the request body, and knows no trailers or 1xx responses.
 final class SecureTransportFactory: Sendable {
-    private let session: URLSession
-    private let delegate: SessionDelegate
-    private let transports = Mutex<[ObjectIdentifier: SecureTransport]>([:])
+    private let timeouts: UpstreamTimeouts
+    // Made on first use: a proxy without https origins never starts URLSession's threads.
+    private let state = Mutex<(session: URLSession, delegate: SessionDelegate, transports: [ObjectIdentifier: SecureTransport])?>(nil)
 
     init(timeouts: UpstreamTimeouts) {
+        self.timeouts = timeouts
+    }
+
+    private func makeSession() -> (URLSession, SessionDelegate) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
@@ -25,16 +29,21 @@ final class SecureTransportFactory: Sendable {
         configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
         configuration.timeoutIntervalForRequest = max(timeouts.response, timeouts.connect)
         configuration.httpMaximumConnectionsPerHost = 64
-        delegate = SessionDelegate()
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let delegate = SessionDelegate()
+        return (URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil), delegate)
     }
 
     /// The transport whose callbacks land on `loop`.
     func transport(for loop: EventLoop) -> UpstreamTransport {
-        transports.withLock { map in
-            if let existing = map[ObjectIdentifier(loop)] { return existing }
-            let created = SecureTransport(session: session, delegate: delegate, loop: loop)
-            map[ObjectIdentifier(loop)] = created
+        state.withLock { state in
+            var current = state ?? {
+                let (session, delegate) = makeSession()
+                return (session, delegate, [:])
+            }()
+            defer { state = current }
+            if let existing = current.transports[ObjectIdentifier(loop)] { return existing }
+            let created = SecureTransport(session: current.session, delegate: current.delegate, loop: loop)
+            current.transports[ObjectIdentifier(loop)] = created
             return created
         }
     }
