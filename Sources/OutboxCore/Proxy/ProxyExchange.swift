@@ -7,7 +7,8 @@
 final class ProxyExchange: UpstreamResponseHandler {
     enum Phase { case preparing, forwarding, responding, finished }
 
-    unowned let client: ClientConnection
+    /// Strong: the client drops its exchange on every ending path, which breaks the cycle.
+    let client: ClientConnection
     let head: HTTPRequestHead
     let requestFraming: HTTPBodyFraming
     private let started: UInt64

@@ -9,22 +9,7 @@ enum Route: Equatable {
 /// The proxy's header and routing rules as pure functions: what is hop-by-hop, which forwarding
 /// headers are added, where a request target points. Tests drive them with plain values.
 enum ProxyRules {
-    /// RFC 9110 §7.6.1 plus the de-facto `Proxy-Connection`; `Proxy-Authorization` is for us,
-    /// never for the origin. Lowercased.
-    static let hopByHop: Set<String> = [
-        "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-        "te", "trailer", "transfer-encoding", "upgrade",
-    ]
-
     static let via = "1.1 outbox"
-
-    /// Every hop-by-hop name for this message: the fixed list and each token that `Connection`
-    /// names (RFC 9110 §7.6.1; Go's reverseproxy does the same on both directions).
-    static func hopByHopNames(of headers: HTTPHeaders) -> Set<String> {
-        let named = headers.tokens("Connection")
-        if named.isEmpty { return hopByHop }
-        return hopByHop.union(named)
-    }
 
     /// Routes a request; errors carry the status the client gets.
     static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?,
@@ -37,7 +22,7 @@ enum ProxyRules {
             guard forwardProxy.connectPorts.contains(port) else {
                 return .failure(.forbidden("CONNECT to port \(port) is not allowed (forwardProxy.connectPorts)"))
             }
-            guard hostAllowed(host, forwardProxy.allowedHosts) else {
+            guard forwardProxy.allowsHost(host) else {
                 return .failure(.forbidden("host \(host) is not in forwardProxy.allowedHosts"))
             }
             return .success(.tunnel(host: host, port: port))
@@ -53,21 +38,10 @@ enum ProxyRules {
             return .failure(.badRequest("request target is not origin-form or an http(s) URL: \(head.target)"))
         }
         guard forwardProxy.enabled else { return .failure(.forbidden("forward proxying is disabled")) }
-        guard hostAllowed(origin.host, forwardProxy.allowedHosts) else {
+        guard forwardProxy.allowsHost(origin.host) else {
             return .failure(.forbidden("host \(origin.host) is not in forwardProxy.allowedHosts"))
         }
         return .success(.origin(origin, target: target, forwardMode: true))
-    }
-
-    /// `host`, `*.suffix` (any subdomain of suffix) or `*`; case-insensitive.
-    static func hostAllowed(_ host: String, _ allowed: [String]) -> Bool {
-        let host = host.lowercased()
-        for entry in allowed {
-            let entry = entry.lowercased()
-            if entry == "*" || entry == host { return true }
-            if entry.hasPrefix("*."), host.hasSuffix(entry.dropFirst()) { return true }
-        }
-        return false
     }
 
     /// `http://host[:port][/path][?query]` → origin and origin-form target (RFC 9112 §3.2.2).
@@ -125,28 +99,42 @@ enum ProxyRules {
 
     /// The request head sent upstream: origin-form target, `Host` first, hop-by-hop and
     /// `Expect` removed (the proxy answers `100 Continue` itself), `Via` and `X-Forwarded-*`
-    /// added, body framing re-declared for the upstream hop.
+    /// added, body framing re-declared for the upstream hop. Works on the stored bytes: no
+    /// String per field.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
                                     clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
         var headers = HTTPHeaders()
+        headers.reserveCapacity(bytes: head.headers.byteCount + 160)
         headers.add("Host", origin.authority)
-        let originalHost = head.headers.first("Host")
-        var existingForwardedFor: [String] = []
-        let drop = hopByHopNames(of: head.headers)
-        for (name, value) in head.headers {
-            let lower = name.lowercased()
-            if drop.contains(lower) { continue }
-            switch lower {
-            case "host", "expect", "x-forwarded-proto", "x-forwarded-host": continue
-            case "x-forwarded-for": existingForwardedFor.append(value)
-            default: headers.add(name, value)
+        let connectionTokens = head.headers.tokens("Connection")
+        var forwardedFor: [UInt8] = []
+        var originalHost: String?
+        let source = head.headers
+        source.storage.withUnsafeBufferPointer { bytes in
+            for field in source.fields {
+                let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
+                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                case .keep:
+                    headers.appendValidated(name: name, value: value)
+                case .host:
+                    if originalHost == nil { originalHost = String(decoding: value, as: UTF8.self) }
+                case .forwardedFor:
+                    // Appended with ", " to what the client sent, as Go's reverseproxy does.
+                    if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: [0x2C, 0x20]) }
+                    forwardedFor.append(contentsOf: value)
+                case .hopByHop, .expect, .forwardedProto, .forwardedHost:
+                    break
+                }
             }
         }
         if bodyFraming == .chunked { headers.add("Transfer-Encoding", "chunked") }
         headers.add("Via", via)
-        // Appended with ", " to what the client sent, as Go's reverseproxy does.
-        existingForwardedFor.append(clientAddress)
-        headers.add("X-Forwarded-For", existingForwardedFor.joined(separator: ", "))
+        if forwardedFor.isEmpty {
+            headers.add("X-Forwarded-For", clientAddress)
+        } else {
+            headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
+        }
         headers.add("X-Forwarded-Proto", "http")
         if let originalHost { headers.add("X-Forwarded-Host", originalHost) }
         return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
@@ -155,10 +143,18 @@ enum ProxyRules {
     /// The response head sent to the client: hop-by-hop removed, `Via` added; the caller adds
     /// framing and `Connection` for the client hop.
     static func clientResponseHead(_ head: HTTPResponseHead) -> HTTPResponseHead {
-        var result = head
-        result.version = .http1_1
-        result.headers.removeAll(lowercasedNames: hopByHopNames(of: head.headers))
-        result.headers.add("Via", via)
-        return result
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(bytes: head.headers.byteCount + 64)
+        let connectionTokens = head.headers.tokens("Connection")
+        let source = head.headers
+        source.storage.withUnsafeBufferPointer { bytes in
+            for field in source.fields {
+                let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                if ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) == .hopByHop { continue }
+                headers.appendValidated(name: name, value: UnsafeBufferPointer(rebasing: bytes[field.valueRange]))
+            }
+        }
+        headers.add("Via", via)
+        return HTTPResponseHead(version: .http1_1, status: head.status, reason: head.reason, headers: headers)
     }
 }

@@ -6,7 +6,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     let stream: SocketStream
     let context: ProxyContext
-    unowned let loopState: LoopState
+    unowned(unsafe) let loopState: LoopState  // lives as long as the loop
     let peerText: String
     private var parser: HTTPRequestParser
     private var exchange: ProxyExchange?

@@ -20,8 +20,11 @@ protocol SocketStreamDelegate: AnyObject {
 /// `readingPaused` and whether output is queued; every callback runs on the loop thread.
 final class SocketStream: EventHandler {
     let fd: Int32
-    unowned let loop: EventLoop
-    weak var delegate: SocketStreamDelegate?
+    // The loop outlives every stream on it; unowned(unsafe) skips the side-table refcount
+    // that `unowned`/`weak` cost on every access (measured: ~6 % of the proxy's CPU).
+    unowned(unsafe) let loop: EventLoop
+    /// Strong: the owner and its stream form a cycle that ``close()`` breaks.
+    var delegate: SocketStreamDelegate?
 
     /// Received bytes not yet consumed; the owner parses `input[inputIndex...]`.
     var input: [UInt8] = []
@@ -209,6 +212,7 @@ final class SocketStream: EventHandler {
         isClosed = true
         loop.unregister(fd: fd)
         Glibc.close(fd)
+        delegate = nil
         output = []
         input = []
     }

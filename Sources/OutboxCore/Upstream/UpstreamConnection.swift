@@ -10,9 +10,11 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
 
     let origin: Origin
     let stream: SocketStream
-    unowned let pool: UpstreamPool
+    // Pools live as long as their loop.
+    unowned(unsafe) let pool: UpstreamPool
     private(set) var state: State
-    private weak var handler: UpstreamResponseHandler?
+    /// Strong while an exchange runs; every ending path sets it to nil.
+    private var handler: UpstreamResponseHandler?
     private var parser: HTTPResponseParser
     private var bodyChunked = false
     private var requestComplete = false
@@ -213,6 +215,7 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     func close() {
         guard state != .closed else { return }
         state = .closed
+        handler = nil
         pool.loop.untrack(self)
         pool.forget(self)
         stream.close()

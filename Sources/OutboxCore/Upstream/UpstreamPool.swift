@@ -7,7 +7,7 @@ import Glibc
 /// Each loop has its own pool, so a connection never changes threads and nothing here locks.
 /// Name lookups (blocking `getaddrinfo`) run off the loop and hop back.
 final class UpstreamPool: UpstreamTransport {
-    unowned let loop: EventLoop
+    unowned(unsafe) let loop: EventLoop  // the pool belongs to its loop
     let timeouts: UpstreamTimeouts
     let maxHeaderBytes: Int
     let maxIdlePerOrigin: Int
