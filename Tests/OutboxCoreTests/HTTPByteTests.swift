@@ -17,6 +17,22 @@ struct HTTPByteTests {
         }
     }
 
+    @Test func fieldValueCheckFindsAForbiddenByteAtAnyPositionAndLength() {
+        let forbidden: [UInt8] = [0x00, 0x01, 0x0A, 0x0D, 0x1F, 0x7F]
+        let allowed: [UInt8] = [0x09, 0x20, 0x21, 0x7E, 0x80, 0xC3, 0xFF]
+        for length in 1...24 {
+            for position in 0..<length {
+                for byte in forbidden + allowed {
+                    var value = [UInt8](repeating: UInt8(ascii: "v"), count: length)
+                    value[position] = byte
+                    let valid = value.withUnsafeBufferPointer { HTTPByte.isValidFieldValue($0) }
+                    #expect(valid == allowed.contains(byte), "byte \(byte) at \(position) of \(length)")
+                }
+            }
+        }
+        #expect([UInt8]().withUnsafeBufferPointer { HTTPByte.isValidFieldValue($0) })
+    }
+
     @Test func aLineFedByteByByteIsScannedOnce() throws {
         var scanner = HTTPLineScanner()
         let line = Array("X-Long: abcdefghij\r\n".utf8)

@@ -54,6 +54,24 @@ struct HTTPHeadersTests {
         #expect(headers == [("Host", "a"), ("X-Forwarded-For", "1.2.3.4")])
     }
 
+    @Test(arguments: [
+        ["a"], ["b"], ["e"], ["a", "b"], ["b", "c", "d"], ["a", "e"], ["a", "b", "c", "d", "e"], ["x"],
+    ])
+    func removalKeepsTheOtherFieldsIntactWhereverTheRemovedOnesSit(_ removed: Set<String>) {
+        let all: [(name: String, value: String)] = [("A", "1"), ("b", "22"), ("C", ""), ("d", "4444"), ("E", "5")]
+        let expected = all.filter { !removed.contains($0.name.lowercased()) }
+        var headers = HTTPHeaders(all)
+        let shared = headers
+        headers.removeAll(lowercasedNames: removed)
+        #expect(headers == HTTPHeaders(expected))
+        #expect(shared == HTTPHeaders(all), "a copy sharing the storage is not affected")
+        var written: [UInt8] = []
+        headers.write(into: &written)
+        #expect(String(decoding: written, as: UTF8.self) == expected.map { "\($0.name): \($0.value)\r\n" }.joined())
+        headers.add("F", "6")
+        #expect(headers.first("f") == "6" && headers.count == expected.count + 1)
+    }
+
     @Test func replaceOrAddRemovesAllThenAppends() {
         var headers = sample
         headers.replaceOrAdd("Set-Cookie", "c=3")
