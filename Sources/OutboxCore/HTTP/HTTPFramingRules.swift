@@ -62,7 +62,7 @@ enum HTTPFramingRules {
         return .none
     }
 
-    /// Framing of a response to a request with `method` (RFC 9112 §6.3).
+    /// Framing of a response to a request of kind `requestMethod` (RFC 9112 §6.3).
     static func responseFraming(
         _ head: HTTPResponseHead, requestMethod: HTTPResponseParser.RequestKind, limits: HTTPParserLimits
     ) throws(HTTPParseError) -> HTTPBodyFraming {

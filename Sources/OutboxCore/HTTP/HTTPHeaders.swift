@@ -111,7 +111,7 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
                 removeFields { bytes, field in
                     let fieldName = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
                     for span in spans[0..<spanCount] where span.count == fieldName.count {
-                        // The set holds lowercased names, so only the field's side is folded.
+                        // Folding both sides also forgives a set entry that is not lowercased.
                         if HTTPByte.equalsIgnoringCase(fieldName, UnsafeBufferPointer(rebasing: nameBytes[span])) { return true }
                     }
                     return false
