@@ -52,6 +52,31 @@ enum HTTPByte {
         (byte >= 0x20 && byte != 0x7F) || byte == htab
     }
 
+    /// True when every byte is `isFieldValueChar`. Checks eight bytes per step (a word with no
+    /// byte below 0x20 and none equal to 0x7F is valid as a whole), since long values such as
+    /// cookies and tokens are most of a head's bytes.
+    static func isValidFieldValue(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while index + 8 <= bytes.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                // Classic SWAR tests, exact for "any byte": below 0x20, and equal to 0x7F.
+                let below = (word &- 0x2020_2020_2020_2020) & ~word & 0x8080_8080_8080_8080
+                let del = word ^ 0x7F7F_7F7F_7F7F_7F7F
+                let isDel = (del &- 0x0101_0101_0101_0101) & ~del & 0x8080_8080_8080_8080
+                // A hit may be an allowed HTAB: let the byte loop decide from here.
+                if below | isDel != 0 { break }
+                index += 8
+            }
+        }
+        while index < bytes.count {
+            guard isFieldValueChar(bytes[index]) else { return false }
+            index += 1
+        }
+        return true
+    }
+
     /// `DIGIT` (RFC 5234 B.1).
     @inline(__always)
     static func isDigit(_ byte: UInt8) -> Bool { byte &- 0x30 < 10 }

@@ -23,12 +23,12 @@ enum HTTPFieldLine {
         while valueEnd > index && HTTPByte.isWhitespace(line[valueEnd - 1]) { valueEnd -= 1 }
         // RFC 9110 §5.5: field-vchar, SP, HTAB and obs-text only; CR, LF and NUL MUST be
         // rejected (or replaced, which would make us disagree with the peer), other CTLs too.
-        var scan = index
-        while scan < valueEnd {
-            guard HTTPByte.isFieldValueChar(line[scan]) else { throw .malformedHeader }
-            scan += 1
+        guard HTTPByte.isValidFieldValue(UnsafeBufferPointer(rebasing: line[index..<valueEnd])) else { throw .malformedHeader }
+        if index == nameEnd + 2 && line[nameEnd + 1] == HTTPByte.space && valueEnd == line.count {
+            headers.appendValidated(canonicalLine: line, nameLength: nameEnd)
+        } else {
+            headers.appendValidated(name: UnsafeBufferPointer(rebasing: line[0..<nameEnd]),
+                                    value: UnsafeBufferPointer(rebasing: line[index..<valueEnd]))
         }
-        headers.appendValidated(name: UnsafeBufferPointer(rebasing: line[0..<nameEnd]),
-                                value: UnsafeBufferPointer(rebasing: line[index..<valueEnd]))
     }
 }

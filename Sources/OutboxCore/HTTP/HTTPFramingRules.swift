@@ -2,11 +2,6 @@
 /// request smuggling is stopped: every header that could make two parsers disagree about where
 /// a message ends is rejected rather than interpreted.
 enum HTTPFramingRules {
-    private static let contentLength = Array("content-length".utf8)
-    private static let transferEncoding = Array("transfer-encoding".utf8)
-    private static let host = Array("host".utf8)
-    private static let chunked = Array("chunked".utf8)
-
     /// The transfer codings listed in all Transfer-Encoding fields (RFC 9112 §6.1).
     struct TransferCodings {
         var isPresent = false
@@ -15,11 +10,28 @@ enum HTTPFramingRules {
         var finalIsChunked = false
     }
 
+    /// What the framing decision needs from a head, gathered in one pass over its fields.
+    struct FramingFields {
+        var hostCount = 0
+        var hostIsValid = true
+        var codings = TransferCodings()
+        var codingsAreValid = true
+        var contentLength: Int?
+        var contentLengthIsValid = true
+    }
+
     /// Framing of a request (RFC 9112 §6.1–6.3); also checks Host (RFC 9112 §3.2).
     static func requestFraming(_ head: HTTPRequestHead, limits: HTTPParserLimits) throws(HTTPParseError) -> HTTPBodyFraming {
-        try checkHost(head)
-        let codings = try transferCodings(head.headers)
-        let length = try contentLength(head.headers)
+        let fields = scan(head.headers)
+        // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without a Host field,
+        // and to any request with more than one Host field or an invalid Host value.
+        if fields.hostCount > 1 || !fields.hostIsValid || (fields.hostCount == 0 && head.version != .http1_0) {
+            throw .invalidHost
+        }
+        let codings = fields.codings
+        if !fields.codingsAreValid { throw .malformedHeader }
+        if !fields.contentLengthIsValid { throw .invalidContentLength }
+        let length = fields.contentLength
         // RFC 9112 §6.1: a server MAY reject a request with both; as the front of the chain
         // we must, since a peer that prefers Content-Length would see a different message
         // boundary (the classic CL.TE / TE.CL smuggling).
@@ -50,7 +62,7 @@ enum HTTPFramingRules {
         return .none
     }
 
-    /// Framing of a response to a request with `method` (RFC 9112 §6.3).
+    /// Framing of a response to a request of kind `requestMethod` (RFC 9112 §6.3).
     static func responseFraming(
         _ head: HTTPResponseHead, requestMethod: HTTPResponseParser.RequestKind, limits: HTTPParserLimits
     ) throws(HTTPParseError) -> HTTPBodyFraming {
@@ -59,8 +71,11 @@ enum HTTPFramingRules {
         if requestMethod == .head || head.status < 200 || head.status == 204 || head.status == 304 { return .none }
         // RFC 9112 §6.3 item 2: a 2xx to CONNECT switches to a tunnel right after the head.
         if requestMethod == .connect && head.status < 300 { return .none }
-        let codings = try transferCodings(head.headers)
-        let length = try contentLength(head.headers)
+        let fields = scan(head.headers)
+        let codings = fields.codings
+        if !fields.codingsAreValid { throw .malformedHeader }
+        if !fields.contentLengthIsValid { throw .invalidContentLength }
+        let length = fields.contentLength
         // RFC 9112 §6.3 item 3: both present "ought to be handled as an error" (response
         // splitting); the proxy answers 502 rather than guess.
         if codings.isPresent && length != nil { throw .conflictingFraming }
@@ -78,87 +93,81 @@ enum HTTPFramingRules {
         return .untilClose
     }
 
-    /// The codings of every Transfer-Encoding field, in order. A field with no coding at all
-    /// is `.malformedHeader` (RFC 9112 §6.1: `Transfer-Encoding = #transfer-coding`, and a
-    /// coding must be a token, RFC 9110 §10.1.4).
-    static func transferCodings(_ headers: HTTPHeaders) throws(HTTPParseError) -> TransferCodings {
-        var result = TransferCodings()
-        var failure: HTTPParseError?
-        transferEncoding.withUnsafeBufferPointer { name in
-            headers.forEachValue(named: name) { value in
-                result.isPresent = true
-                var elements = 0
-                HTTPByte.forEachListElement(value) { element in
-                    elements += 1
-                    // transfer-coding = token *( OWS ";" OWS transfer-parameter )
-                    var index = 0
-                    while index < element.count && HTTPByte.isTokenChar(element[index]) { index += 1 }
-                    var parameterStart = index
-                    while parameterStart < element.count && HTTPByte.isWhitespace(element[parameterStart]) { parameterStart += 1 }
-                    guard index > 0, parameterStart == element.count || element[parameterStart] == HTTPByte.semicolon else {
-                        failure = .malformedHeader
-                        return
-                    }
-                    let isChunked = index == element.count && chunked.withUnsafeBufferPointer {
-                        HTTPByte.equalsIgnoringCase(element, $0)
-                    }
-                    if isChunked { result.chunkedCount += 1 } else { result.otherCount += 1 }
-                    result.finalIsChunked = isChunked
+    /// Reads Host, Transfer-Encoding and Content-Length in one pass over the fields, comparing
+    /// names as bytes (no String is made).
+    static func scan(_ headers: HTTPHeaders) -> FramingFields {
+        var result = FramingFields()
+        headers.storage.withUnsafeBufferPointer { bytes in
+            for field in headers.fields {
+                let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
+                switch field.nameLength {
+                case 4 where equals(name, "host"):
+                    result.hostCount += 1
+                    if !isValidHost(value) { result.hostIsValid = false }
+                case 14 where equals(name, "content-length"):
+                    if !addContentLength(value, to: &result.contentLength) { result.contentLengthIsValid = false }
+                case 17 where equals(name, "transfer-encoding"):
+                    if !addTransferCodings(value, to: &result.codings) { result.codingsAreValid = false }
+                default:
+                    continue
                 }
-                if elements == 0 { failure = .malformedHeader }
-                return failure == nil
             }
         }
-        if let failure { throw failure }
         return result
     }
 
-    /// The Content-Length, nil when absent (RFC 9110 §8.6). Several fields or a list are
-    /// accepted only when every value is the same number; anything but 1*DIGIT is refused,
-    /// since peers that disagree about the length disagree about where the next message starts.
-    static func contentLength(_ headers: HTTPHeaders) throws(HTTPParseError) -> Int? {
-        var result: Int?
-        var invalid = false
-        contentLength.withUnsafeBufferPointer { name in
-            headers.forEachValue(named: name) { value in
-                var elements = 0
-                HTTPByte.forEachListElement(value) { element in
-                    elements += 1
-                    var number = 0
-                    for byte in element {
-                        // Content-Length = 1*DIGIT: no sign, no hex, no inner space.
-                        guard HTTPByte.isDigit(byte) else { invalid = true; return }
-                        let (times10, overflow1) = number.multipliedReportingOverflow(by: 10)
-                        let (sum, overflow2) = times10.addingReportingOverflow(Int(byte &- 0x30))
-                        guard !overflow1, !overflow2 else { invalid = true; return }
-                        number = sum
-                    }
-                    if let previous = result, previous != number { invalid = true }
-                    result = number
-                }
-                // RFC 9110 §8.6: the value is 1*DIGIT, so an empty field (or one of only commas)
-                // is not a length.
-                if elements == 0 { invalid = true }
-                return !invalid
-            }
-        }
-        if invalid { throw .invalidContentLength }
-        return result
+    private static func equals(_ name: UnsafeBufferPointer<UInt8>, _ lowercased: StaticString) -> Bool {
+        lowercased.withUTF8Buffer { HTTPByte.equalsIgnoringCase(name, $0) }
     }
 
-    /// RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without a Host field,
-    /// and to any request with more than one Host field or an invalid Host value.
-    static func checkHost(_ head: HTTPRequestHead) throws(HTTPParseError) {
-        var count = 0
+    /// Adds the codings of one Transfer-Encoding field value; false when it is malformed:
+    /// `Transfer-Encoding = #transfer-coding` (RFC 9112 §6.1) needs at least one coding, and a
+    /// coding is `token *( OWS ";" OWS transfer-parameter )` (RFC 9110 §10.1.4).
+    static func addTransferCodings(_ value: UnsafeBufferPointer<UInt8>, to codings: inout TransferCodings) -> Bool {
+        codings.isPresent = true
+        var elements = 0
         var valid = true
-        host.withUnsafeBufferPointer { name in
-            head.headers.forEachValue(named: name) { value in
-                count += 1
-                if !isValidHost(value) { valid = false }
-                return count < 2
+        HTTPByte.forEachListElement(value) { element in
+            elements += 1
+            var index = 0
+            while index < element.count && HTTPByte.isTokenChar(element[index]) { index += 1 }
+            var parameterStart = index
+            while parameterStart < element.count && HTTPByte.isWhitespace(element[parameterStart]) { parameterStart += 1 }
+            guard index > 0, parameterStart == element.count || element[parameterStart] == HTTPByte.semicolon else {
+                valid = false
+                return
             }
+            let isChunked = index == element.count && equals(element, "chunked")
+            if isChunked { codings.chunkedCount += 1 } else { codings.otherCount += 1 }
+            codings.finalIsChunked = isChunked
         }
-        if count > 1 || !valid || (count == 0 && head.version != .http1_0) { throw .invalidHost }
+        return valid && elements > 0
+    }
+
+    /// Adds one Content-Length field value (RFC 9110 §8.6); false when it is not 1*DIGIT,
+    /// overflows, or differs from a value seen before. A list of equal values is accepted as
+    /// the RFC allows; anything else is refused, since peers that disagree about the length
+    /// disagree about where the next message starts.
+    static func addContentLength(_ value: UnsafeBufferPointer<UInt8>, to length: inout Int?) -> Bool {
+        var elements = 0
+        var valid = true
+        HTTPByte.forEachListElement(value) { element in
+            elements += 1
+            var number = 0
+            for byte in element {
+                // Content-Length = 1*DIGIT: no sign, no hex, no inner space.
+                guard HTTPByte.isDigit(byte) else { valid = false; return }
+                let (times10, overflow1) = number.multipliedReportingOverflow(by: 10)
+                let (sum, overflow2) = times10.addingReportingOverflow(Int(byte &- 0x30))
+                guard !overflow1, !overflow2 else { valid = false; return }
+                number = sum
+            }
+            if let previous = length, previous != number { valid = false }
+            length = number
+        }
+        // An empty value (or one of only commas) is not 1*DIGIT.
+        return valid && elements > 0
     }
 
     /// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2) with `uri-host = IP-literal / IPv4address

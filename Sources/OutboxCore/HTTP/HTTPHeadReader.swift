@@ -42,8 +42,9 @@ struct HTTPHeadReader: Sendable {
             let line = UnsafeBufferPointer(rebasing: buffer[content])
             if !hasStartLine {
                 hasStartLine = true
-                // Most heads arrive whole: size the field storage once from what is here.
-                headers.reserveCapacity(bytes: min(buffer.count - content.upperBound, maxHeaderBytes, 8192))
+                // Most heads arrive whole and are small: size the field storage from what is
+                // here, capped so a buffer full of body bytes does not pin memory per head.
+                headers.reserveCapacity(bytes: min(buffer.count - content.upperBound, maxHeaderBytes, 1024))
                 return .startLine(line)
             }
             try HTTPFieldLine.parse(line, into: &headers)

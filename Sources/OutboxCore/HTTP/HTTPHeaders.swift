@@ -89,24 +89,34 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
     /// Removes every field whose lowercased name is in the set (used for hop-by-hop removal).
     public mutating func removeAll(lowercasedNames: Set<String>) {
         guard !lowercasedNames.isEmpty, !fields.isEmpty else { return }
-        // Only fields whose name length occurs in the set can match: this skips making a
-        // String for most fields on the per-request hop-by-hop pass.
-        var lengths: UInt64 = 0
-        var longest = 0
-        for name in lowercasedNames {
-            let length = name.utf8.count
-            longest = Swift.max(longest, length)
-            if length < 64 { lengths |= 1 << UInt64(length) }
-        }
-        var lowered = [UInt8](repeating: 0, count: longest)
-        removeFields { bytes, field in
-            let length = field.nameLength
-            guard length <= longest, length >= 64 || (lengths >> UInt64(length)) & 1 == 1 else { return false }
-            for offset in 0..<length {
-                lowered[offset] = HTTPByte.lowercased(bytes[field.start + offset])
+        // Copy the names once into one scratch buffer (on the stack when small) and compare
+        // bytes: hashing a new String per field would cost more than the whole removal.
+        var total = 0
+        for name in lowercasedNames { total += name.utf8.count }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(total, 1)) { names in
+            withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: lowercasedNames.count) { spans in
+                var offset = 0
+                var spanCount = 0
+                for var name in lowercasedNames {
+                    name.withUTF8 { bytes in
+                        for byte in bytes {
+                            names[offset] = byte
+                            offset += 1
+                        }
+                        spans[spanCount] = (offset - bytes.count)..<offset
+                    }
+                    spanCount += 1
+                }
+                let nameBytes = UnsafeBufferPointer(names)
+                removeFields { bytes, field in
+                    let fieldName = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                    for span in spans[0..<spanCount] where span.count == fieldName.count {
+                        // Folding both sides also forgives a set entry that is not lowercased.
+                        if HTTPByte.equalsIgnoringCase(fieldName, UnsafeBufferPointer(rebasing: nameBytes[span])) { return true }
+                    }
+                    return false
+                }
             }
-            let candidate = String(decoding: lowered[0..<length], as: UTF8.self)
-            return lowercasedNames.contains(candidate)
         }
     }
 
@@ -117,6 +127,16 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
 
     /// Bytes `write(into:)` appends.
     var byteCount: Int { storage.count }
+
+    /// Appends a field parsed from the wire that is already `name: value` (one SP after the
+    /// colon, no OWS after the value), the common case, with one copy.
+    mutating func appendValidated(canonicalLine line: UnsafeBufferPointer<UInt8>, nameLength: Int) {
+        let start = storage.count
+        storage.append(contentsOf: line)
+        storage.append(HTTPByte.cr)
+        storage.append(HTTPByte.lf)
+        fields.append(Field(start: start, nameLength: nameLength, valueLength: line.count - nameLength - 2))
+    }
 
     /// Appends a field parsed from the wire; the bytes were validated by the parser.
     mutating func appendValidated(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -156,27 +176,35 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
         }
     }
 
-    /// Drops the fields for which `shouldRemove` is true and compacts the storage in one pass.
+    /// Drops the fields for which `shouldRemove` is true, compacting the storage in place
+    /// (no allocation when the storage is not shared).
     private mutating func removeFields(_ shouldRemove: (UnsafeBufferPointer<UInt8>, Field) -> Bool) {
-        let doomed = storage.withUnsafeBufferPointer { bytes in
-            fields.indices.filter { shouldRemove(bytes, fields[$0]) }
+        // Find the first match read-only, so a list with nothing to remove is never copied.
+        let firstMatch = storage.withUnsafeBufferPointer { bytes in
+            fields.firstIndex { shouldRemove(bytes, $0) }
         }
-        guard !doomed.isEmpty else { return }
-        var keptStorage: [UInt8] = []
-        keptStorage.reserveCapacity(storage.count)
-        var keptFields: [Field] = []
-        keptFields.reserveCapacity(fields.count - doomed.count)
-        var doomedIndex = 0
-        for (index, field) in fields.enumerated() {
-            if doomedIndex < doomed.count && doomed[doomedIndex] == index {
-                doomedIndex += 1
-                continue
+        guard let firstMatch else { return }
+        var kept = fields
+        fields = []
+        var keptCount = firstMatch
+        var write = kept[firstMatch].start
+        storage.withUnsafeMutableBufferPointer { bytes in
+            guard let base = bytes.baseAddress else { return }
+            for index in (firstMatch + 1)..<kept.count {
+                var field = kept[index]
+                if shouldRemove(UnsafeBufferPointer(bytes), field) { continue }
+                let length = field.end - field.start
+                // Regions may overlap: copyMemory has memmove semantics.
+                UnsafeMutableRawPointer(base + write).copyMemory(from: base + field.start, byteCount: length)
+                field.start = write
+                kept[keptCount] = field
+                keptCount += 1
+                write += length
             }
-            keptFields.append(Field(start: keptStorage.count, nameLength: field.nameLength, valueLength: field.valueLength))
-            keptStorage.append(contentsOf: storage[field.start..<field.end])
         }
-        storage = keptStorage
-        fields = keptFields
+        storage.removeLast(storage.count - write)
+        kept.removeLast(kept.count - keptCount)
+        fields = kept
     }
 }
 

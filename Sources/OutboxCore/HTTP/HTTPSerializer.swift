@@ -7,8 +7,7 @@ public enum HTTPSerializer {
 
     /// Appends `method SP target SP version CRLF`, the fields, and the blank line.
     public static func writeRequestHead(_ head: HTTPRequestHead, into buffer: inout [UInt8]) {
-        buffer.reserveCapacity(buffer.count + head.method.utf8.count + head.target.utf8.count + 12
-                               + head.headers.byteCount + 2)
+        reserve(head.method.utf8.count + head.target.utf8.count + 12 + head.headers.byteCount + 2, in: &buffer)
         appendSanitized(head.method, into: &buffer)
         buffer.append(HTTPByte.space)
         appendSanitized(head.target, into: &buffer)
@@ -22,7 +21,7 @@ public enum HTTPSerializer {
     /// Appends `version SP status SP reason CRLF`, the fields, and the blank line. The SP
     /// before an empty reason is kept, as the grammar requires (RFC 9112 §4).
     public static func writeResponseHead(_ head: HTTPResponseHead, into buffer: inout [UInt8]) {
-        buffer.reserveCapacity(buffer.count + head.reason.utf8.count + 15 + head.headers.byteCount + 2)
+        reserve(head.reason.utf8.count + 15 + head.headers.byteCount + 2, in: &buffer)
         appendVersion(head.version, into: &buffer)
         buffer.append(HTTPByte.space)
         // status-code = 3DIGIT; a code outside 100...999 is a caller bug, clamped to stay
@@ -42,7 +41,7 @@ public enum HTTPSerializer {
     /// chunk would be the last-chunk (RFC 9112 §7.1).
     public static func writeChunk(_ bytes: UnsafeRawBufferPointer, into buffer: inout [UInt8]) {
         guard !bytes.isEmpty else { return }
-        buffer.reserveCapacity(buffer.count + bytes.count + 20)
+        reserve(bytes.count + 20, in: &buffer)
         appendChunkSize(bytes.count, into: &buffer)
         buffer.append(contentsOf: bytes)
         buffer.append(contentsOf: crlf)
@@ -51,7 +50,7 @@ public enum HTTPSerializer {
     /// Appends one chunk of `bytes`; nothing when empty.
     public static func writeChunk(_ bytes: ArraySlice<UInt8>, into buffer: inout [UInt8]) {
         guard !bytes.isEmpty else { return }
-        buffer.reserveCapacity(buffer.count + bytes.count + 20)
+        reserve(bytes.count + 20, in: &buffer)
         appendChunkSize(bytes.count, into: &buffer)
         buffer.append(contentsOf: bytes)
         buffer.append(contentsOf: crlf)
@@ -63,6 +62,14 @@ public enum HTTPSerializer {
         buffer.append(contentsOf: crlf)
         trailers.write(into: &buffer)
         buffer.append(contentsOf: crlf)
+    }
+
+    /// Makes room for `extra` more bytes with one allocation at most. Growth stays geometric:
+    /// `reserveCapacity` with the exact size on every call would copy the buffer each time
+    /// and make writing many chunks into one buffer quadratic.
+    private static func reserve(_ extra: Int, in buffer: inout [UInt8]) {
+        let needed = buffer.count + extra
+        if buffer.capacity < needed { buffer.reserveCapacity(Swift.max(needed, buffer.capacity * 2)) }
     }
 
     private static func appendChunkSize(_ size: Int, into buffer: inout [UInt8]) {
