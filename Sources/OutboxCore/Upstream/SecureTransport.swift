@@ -182,6 +182,10 @@ final class SecureCall: UpstreamCall {
         case .timedOut:
             return .responseTimeout
         default:
+            // libcurl's TLS failures arrive as code -1 ("unknown"); a failed handshake means the
+            // request never left, which the queue must know.
+            let text = String(describing: urlError)
+            if text.contains("SSL") || text.contains("certificate") { return .connectFailed("TLS: \(text.prefix(200))") }
             return .noResponse(urlError.localizedDescription, retryable: false)
         }
     }

@@ -117,6 +117,11 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
                 guard let event = try parser.next(in: stream.input, index: &stream.inputIndex) else { break }
                 switch event {
                 case .head(let head, let framing):
+                    if head.status == 101 {
+                        // We never forward Upgrade, so a switch of protocols is a broken origin.
+                        fail(.invalidResponse("unexpected 101 Switching Protocols"))
+                        return
+                    }
                     if head.status < 200 { continue }  // interim (100, 103): the proxy answers Expect itself
                     responseHeadSeen = true
                     deadline = pool.loop.now + Clock.nanos(pool.timeouts.response)
