@@ -11,6 +11,7 @@ final class ProxyContext: Sendable {
     let upstreamTimeouts: UpstreamTimeouts
     let logger: Logger
     let secureTransport: SecureTransportFactory
+    let idempotencyHeader: String
 
     init(config: OutboxConfig, logger: Logger) {
         upstream = config.upstream
@@ -25,6 +26,7 @@ final class ProxyContext: Sendable {
                                             response: config.reachability.responseTimeoutSeconds,
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
+        idempotencyHeader = config.idempotency.header
         secureTransport = SecureTransportFactory(timeouts: upstreamTimeouts)
     }
 

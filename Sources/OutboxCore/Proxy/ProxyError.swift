@@ -22,9 +22,11 @@ enum ProxyError: Error, Equatable {
         case .requestTimeout: 408
         case .upstream(let error):
             switch error {
-            case .connectFailed: 503
+            // SPEC §4: refused and dropped-before-a-complete-head both mean unreachable.
+            case .connectFailed, .noResponse: 503
+            // Issue 2 asks for 504 here, where SPEC §4 counts a timeout as unreachable too.
             case .responseTimeout: 504
-            case .noResponse, .invalidResponse, .truncated: 502
+            case .invalidResponse, .truncated: 502
             }
         case .unavailable, .tooManyConnections, .shuttingDown: 503
         }
@@ -55,7 +57,7 @@ enum ProxyError: Error, Equatable {
         case .requestTimeout: "request header not received within limits.headerTimeoutSeconds"
         case .upstream(let error):
             switch error {
-            case .connectFailed: "upstream unreachable (\(error.summary))"
+            case .connectFailed, .noResponse: "upstream unreachable (\(error.summary))"
             case .responseTimeout: "upstream did not answer within reachability.responseTimeoutSeconds"
             default: "bad upstream answer (\(error.summary))"
             }

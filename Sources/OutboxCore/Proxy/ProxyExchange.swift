@@ -216,14 +216,24 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.abortAfterFlush()
             return
         }
-        if case .noResponse(_, retryable: true) = error, !retried, bodyCopyValid {
-            // A pooled connection the origin had closed: nothing was processed, send it again.
+        if case .noResponse(_, retryable: true) = error, !retried, bodyCopyValid, isReplayable {
+            // A pooled connection the origin closed as we reused it: send once more on a fresh
+            // one, but only what is safe to repeat (Go's transport has the same rule).
             retried = true
             beginCall()
             return
         }
         client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
         fail(.upstream(error))
+    }
+
+    /// Idempotent methods (RFC 9110 §9.2.2) and requests carrying an idempotency key may be
+    /// sent twice; anything else might act twice at the origin.
+    private var isReplayable: Bool {
+        switch head.method {
+        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
+        default: return head.headers.contains(client.context.idempotencyHeader)
+        }
     }
 
     func upstreamReadyForBody() {

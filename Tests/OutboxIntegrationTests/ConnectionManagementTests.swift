@@ -1,0 +1,106 @@
+import Glibc
+import Testing
+
+/// Connection limits and reuse: idle and header timeouts, `limits.maxConnections`, the upstream
+/// keep-alive pool and what happens when the origin closes a pooled connection under us.
+@Suite("Connection management")
+struct ConnectionManagementTests {
+    @Test func idleKeepAliveConnectionIsClosedAfterIdleTimeout() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"limits": {"idleTimeoutSeconds": 0.3}}
+            """)
+        let client = try outbox.connect()
+        try client.send("GET /once HTTP/1.1\r\nHost: h\r\n\r\n")
+        let response = try client.readResponse()
+        #expect(response.status == 200, "\(response)\n\(outbox)")
+        #expect(!response.announcesClose)
+        #expect(client.waitForClose(timeout: .seconds(5)), "an idle connection outlived idleTimeoutSeconds\n\(outbox)")
+    }
+
+    @Test func silentNewConnectionIsClosedAfterHeaderTimeoutWithoutAnAnswer() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"limits": {"headerTimeoutSeconds": 0.3}}
+            """)
+        let client = try outbox.connect()
+        let bytes = try client.readUntilEOF(timeout: .seconds(5))
+        // Nothing was asked, so nothing is answered: a pre-connected browser socket gets no junk.
+        #expect(bytes.isEmpty, "\(String(decoding: bytes, as: UTF8.self))")
+        #expect(upstream.requests.isEmpty)
+    }
+
+    @Test func connectionsBeyondMaxConnectionsAreRefusedWithA503() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"limits": {"maxConnections": 2}}
+            """)
+        // Two connections that have each been served are surely counted.
+        let first = try outbox.connect()
+        let second = try outbox.connect()
+        for client in [first, second] {
+            try client.send("GET /hold HTTP/1.1\r\nHost: h\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+        }
+        let third = try outbox.connect()
+        let refused = try third.readResponse()
+        expectErrorResponse(refused, status: 503, from: outbox)
+        #expect(third.waitForClose(timeout: .seconds(5)))
+
+        // Freeing a slot lets a new client in.
+        first.close()
+        let deadline = Deadline(after: .seconds(5))
+        var served = false
+        while !served && !deadline.hasPassed {
+            let next = try outbox.connect()
+            try next.send("GET /again HTTP/1.1\r\nHost: h\r\n\r\n")
+            served = try next.readResponse().status == 200
+        }
+        #expect(served, "no connection was served after one closed\n\(outbox)")
+    }
+
+    @Test func upstreamConnectionsArePooledAcrossClientConnections() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        for index in 0..<20 {
+            let response = try outbox.exchange("GET /client/\(index) HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+            try #require(response.status == 200, "\(response)\n\(outbox)")
+        }
+        _ = try await upstream.waitForRequests(20)
+        // One pool per event loop, and one loop per core: at most that many origin connections.
+        let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        #expect(upstream.acceptedConnectionCount <= cores, "opened \(upstream.acceptedConnectionCount) upstream connections for 20 sequential requests")
+    }
+
+    /// The origin closes a kept-alive connection just as the proxy reuses it; the request on it
+    /// was never answered, so an idempotent one is sent again on a fresh connection.
+    @Test(arguments: [
+        ("GET", "", true),
+        ("POST", "Idempotency-Key: k-1\r\nContent-Length: 2\r\n", true),
+        ("POST", "Content-Length: 2\r\n", false),
+    ])
+    func requestOnAStalePooledConnection(method: String, extraHeaders: String, retried: Bool) async throws {
+        let upstream = try TestUpstream { request in
+            request.index == 1 ? .closeWithoutAnswer : .respond(.text("answer \(request.index)"))
+        }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let client = try outbox.connect()
+        try client.send("GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+        #expect(try client.readResponse().bodyText == "answer 0")
+        let body = method == "POST" ? "hi" : ""
+        try client.send("\(method) /stale HTTP/1.1\r\nHost: h\r\n\(extraHeaders)\r\n\(body)")
+        let response = try client.readResponse(to: method)
+        let requests = upstream.requests
+        try #require(requests.count >= 2, "\(requests.count) requests\n\(outbox)")
+        try #require(requests[1].connectionID == requests[0].connectionID, "the pooled connection was not reused")
+        if retried {
+            #expect(response.status == 200, "\(response)\n\(outbox)")
+            #expect(response.bodyText == "answer 2")
+            #expect(try await upstream.waitForRequests(3).last?.body == Array(body.utf8))
+        } else {
+            // Not safe to repeat: the origin may have acted on it. SPEC §4 calls this unreachable.
+            expectErrorResponse(response, status: 503, from: outbox)
+            #expect(upstream.requests.count == 2, "a POST without an idempotency key was sent twice")
+        }
+    }
+}
