@@ -103,4 +103,29 @@ struct ConnectionManagementTests {
             #expect(upstream.requests.count == 2, "a POST without an idempotency key was sent twice")
         }
     }
+
+    @Test func clientThatStopsSendingItsBodyIsCutAfterIdleTimeout() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"limits": {"idleTimeoutSeconds": 0.4}}
+            """)
+        let client = try outbox.connect()
+        try client.send("POST /slow-upload HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\nonly ten b")
+        #expect(client.waitForClose(timeout: .seconds(5)), "a stalled upload held its connection\n\(outbox)")
+        try await outbox.waitForLog(containing: "client_stalled")
+    }
+
+    @Test func clientThatStopsReadingIsCutAfterIdleTimeout() async throws {
+        let generated = GeneratedBody(count: 32 << 20, seed: 9)
+        let upstream = try TestUpstream { _ in .respond(UpstreamResponse(body: .generated(generated))) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"limits": {"idleTimeoutSeconds": 0.4}}
+            """)
+        let client = try outbox.connect()
+        try client.send("GET /never-read HTTP/1.1\r\nHost: h\r\n\r\n")
+        // Never reading fills the socket buffers; the proxy must give up on us, not wait forever.
+        try await outbox.waitForLog(containing: "client_stalled")
+        let peak = try outbox.peakRSSBytes()
+        #expect(peak < 100_000_000, "the unread response was buffered: peak RSS \(peak / 1_000_000) MB")
+    }
 }

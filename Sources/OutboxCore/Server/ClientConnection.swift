@@ -233,7 +233,17 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     // MARK: Timeouts and shutdown
 
     func checkDeadlines(now: UInt64) {
-        guard mode == .http, exchange == nil, deadline != 0, now >= deadline else { return }
+        if mode == .http, let exchange {
+            // A client that stops sending its body, or stops reading its response, must not
+            // hold a connection and an upstream exchange forever (slow-client attacks).
+            let waitingOnClient = (!exchange.requestComplete && !exchange.bodyPaused) || stream.queuedOutputBytes > 0
+            if waitingOnClient && now &- stream.lastProgress > context.idleTimeout {
+                logger.info("client_stalled", ["client": peerText, "target": exchange.head.target])
+                close()
+            }
+            return
+        }
+        guard mode == .http, deadline != 0, now >= deadline else { return }
         if deadlineIsHeader && (stream.unconsumedInputBytes > 0 || !parser.isIdle) {
             logger.info("header_timeout", ["client": peerText])
             stream.enqueue(ErrorResponse.bytes(for: .requestTimeout, close: true, retryAfterSeconds: 0))

@@ -36,6 +36,8 @@ final class SocketStream: EventHandler {
     private(set) var readingPaused = false
     private(set) var reachedEnd = false
     private var connecting = false
+    /// Loop time of the last byte read or written: how slow peers are told from busy ones.
+    private(set) var lastProgress: UInt64 = 0
     /// Close the socket once the output queue is empty.
     private var closeWhenFlushed = false
 
@@ -47,6 +49,7 @@ final class SocketStream: EventHandler {
         self.loop = loop
         self.connecting = connecting
         interest = connecting ? EPOLLOUT.rawValue : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        lastProgress = loop.now
         loop.register(fd: fd, handler: self, events: interest)
     }
 
@@ -91,6 +94,7 @@ final class SocketStream: EventHandler {
     private func readOnce() {
         let n = Glibc.read(fd, loop.scratch.baseAddress, loop.scratch.count)
         if n > 0 {
+            lastProgress = loop.now
             if inputIndex == input.count {
                 input.removeAll(keepingCapacity: true)
                 inputIndex = 0
@@ -167,6 +171,7 @@ final class SocketStream: EventHandler {
             }
             if n > 0 {
                 outputIndex += n
+                lastProgress = loop.now
                 continue
             }
             let code = errno

@@ -76,6 +76,15 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
         return try result.get()
     }
 
+    /// Waits until the proxy's stderr contains `text` (a log event, say); throws with the
+    /// stderr so far when it does not appear in time.
+    func waitForLog(containing text: String, timeout: Duration = .seconds(10)) async throws {
+        try await child.observed.wait(
+            timeout: timeout,
+            describeTimeout: { observed in "no \"\(text)\" in stderr within \(timeout):\n\(observed.stderrText.suffix(4000))" },
+            until: { observed in observed.stderrText.contains(text) ? true : nil })
+    }
+
     /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line.
     static func listeningPort(in stderr: String) -> UInt16? {
         let prefix = "outbox listening on http://127.0.0.1:"
