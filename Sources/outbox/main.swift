@@ -37,6 +37,7 @@ case .serve(let options):
         fail(error.message, code: 2)
     }
     let logger = Logger(level: config.logLevel)
+    if let problem = DataDirectory.prepare(config.dataDirectory) { fail(problem, code: 1) }
     let server = ProxyServer(config: config, logger: logger)
     let address: (host: String, port: Int)
     do {

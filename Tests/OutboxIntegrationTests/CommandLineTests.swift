@@ -101,6 +101,29 @@ struct CommandLineTests {
         #expect(!looksLikeStackTrace(result.stderrText + result.stdoutText))
     }
 
+    @Test func unusableDataDirectoryExitsOneWithOneLineNamingIt() async throws {
+        let directory = try TemporaryDirectory()
+        // A path below a regular file can never be created, whoever runs the test (root too).
+        let blocker = try directory.write("not a directory", to: "blocker")
+        let result = try await Self.run([
+            "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9", "--data-dir", blocker + "/data",
+        ])
+        #expect(result.exit == .exited(1), "stderr:\n\(result.stderrText)")
+        let lines = nonEmptyLines(result.stderrText)
+        #expect(lines.count == 1 && lines.first?.contains(blocker + "/data") == true, "stderr:\n\(result.stderrText)")
+        #expect(!result.stderrText.contains("outbox listening on"))
+    }
+
+    @Test func dataDirectoryIsCreatedPrivate() async throws {
+        let upstream = try TestUpstream()
+        let directory = try TemporaryDirectory()
+        let data = directory.file("nested/data")
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, arguments: ["--data-dir", data])
+        var info = stat()
+        #expect(stat(data, &info) == 0, "\(outbox)")
+        #expect(info.st_mode & 0o777 == 0o700, "mode \(String(info.st_mode & 0o777, radix: 8))")
+    }
+
     @Test func configFileFromEnvironmentIsUsedAndFlagsOverrideIt() async throws {
         let busy = try LocalPort.reserve()
         let upstream = try TestUpstream { _ in .respond(.text("from env config")) }

@@ -1,0 +1,30 @@
+import Glibc
+
+/// The `dataDirectory` of the config: created on start with mode 0700, and proven writable
+/// before the proxy accepts anything, so a misconfigured path fails at once (exit 1) rather
+/// than at the first request that needs storage.
+public enum DataDirectory {
+    /// Creates `path` (and missing parents) with mode 0700 and checks that a file can be
+    /// created in it. Returns a one-line reason on failure.
+    public static func prepare(_ path: String) -> String? {
+        var built = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0 && errno != EEXIST {
+                return "cannot create data directory \(path): \(String(cString: strerror(errno)))"
+            }
+        }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            return "data directory \(path) is not a directory"
+        }
+        let probe = path + "/.outbox-write-probe"
+        let fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            return "data directory \(path) is not writable: \(String(cString: strerror(errno)))"
+        }
+        close(fd)
+        unlink(probe)
+        return nil
+    }
+}
