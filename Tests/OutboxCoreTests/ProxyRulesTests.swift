@@ -80,6 +80,25 @@ struct ProxyRulesTests {
         }
     }
 
+    @Test("a request that passed through Outbox three times is a loop (508); fewer hops pass")
+    func loopDetection() {
+        let twice = head("GET", "/", [("Host", "h"), ("Via", "1.1 outbox, 1.0 squid"), ("Via", "1.1 outbox")])
+        #expect((try? ProxyRules.route(twice, upstream: upstream, forwardProxy: forward).get()) != nil)
+        let thrice = head("GET", "/", [("Host", "h"), ("Via", "1.1 outbox, 1.1 outbox"), ("Via", "1.1 Outbox")])
+        #expect(ProxyRules.route(thrice, upstream: upstream, forwardProxy: forward) == .failure(.loopDetected))
+        #expect(ProxyError.loopDetected.status == 508)
+    }
+
+    @Test("asterisk-form is for OPTIONS only")
+    func asteriskForm() {
+        #expect((try? ProxyRules.route(head("OPTIONS", "*"), upstream: upstream, forwardProxy: forward).get()) != nil)
+        if case .failure(let error) = ProxyRules.route(head("GET", "*"), upstream: upstream, forwardProxy: forward) {
+            #expect(error.status == 400)
+        } else {
+            Issue.record("GET * was routed")
+        }
+    }
+
     @Test("upstream head: Host first, hop-by-hop and Connection-named headers gone, forwarding headers added, order kept")
     func upstreamHeadRewrite() {
         let client = head("POST", "/v1/items", [

@@ -72,4 +72,13 @@ struct ForwardProxyTests {
         #expect(origin.acceptedConnectionCount == 0)
         #expect(configuredUpstream.receivedByteCount == 0)
     }
+
+    @Test func upstreamPointingAtTheProxyItselfEndsAsLoopDetected() async throws {
+        // A misconfiguration, not an attack: upstream = the proxy's own address.
+        let port = try LocalPort.unused()
+        let outbox = try await OutboxProcess.start(
+            upstream: "http://127.0.0.1:\(port)", arguments: ["--listen", "127.0.0.1:\(port)"])
+        let response = try outbox.exchange("GET /self HTTP/1.1\r\nHost: h\r\n\r\n")
+        expectErrorResponse(response, status: 508, from: outbox)
+    }
 }

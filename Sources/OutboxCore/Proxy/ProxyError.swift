@@ -10,6 +10,7 @@ enum ProxyError: Error, Equatable {
     case upstream(UpstreamError)
     case unavailable(String)
     case tooManyConnections
+    case loopDetected
     case shuttingDown
 
     var status: Int {
@@ -29,6 +30,7 @@ enum ProxyError: Error, Equatable {
             case .invalidResponse, .truncated: 502
             }
         case .unavailable, .tooManyConnections, .shuttingDown: 503
+        case .loopDetected: 508
         }
     }
 
@@ -45,6 +47,7 @@ enum ProxyError: Error, Equatable {
         case 503: "upstream_unavailable"
         case 504: "gateway_timeout"
         case 505: "http_version_not_supported"
+        case 508: "loop_detected"
         default: "error"
         }
     }
@@ -63,6 +66,7 @@ enum ProxyError: Error, Equatable {
             }
         case .tooManyConnections: "too many connections (limits.maxConnections)"
         case .shuttingDown: "shutting down"
+        case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
         }
     }
 

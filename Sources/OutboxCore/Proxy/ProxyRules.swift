@@ -14,6 +14,12 @@ enum ProxyRules {
     /// Routes a request; errors carry the status the client gets.
     static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?,
                       forwardProxy: OutboxConfig.ForwardProxy) -> Result<Route, ProxyError> {
+        // A request that already passed through Outbox several times is going round in
+        // circles (an absolute URL naming the proxy itself): stop it before it eats every
+        // connection. Chains of up to three distinct Outbox hops still pass.
+        if head.headers.contains("Via"), outboxHops(in: head.headers) >= 3 {
+            return .failure(.loopDetected)
+        }
         if head.method == "CONNECT" {
             guard forwardProxy.enabled else { return .failure(.forbidden("forward proxying is disabled")) }
             guard let (host, port) = parseAuthority(head.target, defaultPort: nil) else {
@@ -26,6 +32,10 @@ enum ProxyRules {
                 return .failure(.forbidden("host \(host) is not in forwardProxy.allowedHosts"))
             }
             return .success(.tunnel(host: host, port: port))
+        }
+        if head.target == "*" && head.method != "OPTIONS" {
+            // asterisk-form is for OPTIONS only (RFC 9112 §3.2.4).
+            return .failure(.badRequest("request target * is only valid for OPTIONS"))
         }
         if head.target.hasPrefix("/") || head.target == "*" {
             guard let upstream else {
@@ -42,6 +52,15 @@ enum ProxyRules {
             return .failure(.forbidden("host \(origin.host) is not in forwardProxy.allowedHosts"))
         }
         return .success(.origin(origin, target: target, forwardMode: true))
+    }
+
+    /// How many `Via` entries name Outbox (`1.1 outbox`).
+    static func outboxHops(in headers: HTTPHeaders) -> Int {
+        headers.values("Via").reduce(0) { count, value in
+            count + value.split(separator: ",").filter {
+                $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first?.lowercased() == "outbox"
+            }.count
+        }
     }
 
     /// `http://host[:port][/path][?query]` → origin and origin-form target (RFC 9112 §3.2.2).
