@@ -47,7 +47,16 @@ def splitmix64_bytes(count: int, seed: int) -> bytes:
     return struct.pack("<%dQ" % len(words), *words)[:count]
 
 
-BIG_BODY = splitmix64_bytes(BIG_BODY_BYTES, BIG_BODY_SEED)
+_big_body = None
+
+
+def big_body() -> bytes:
+    # Made on first use (about half a second of pure Python), not at every start-up. Two
+    # threads racing here both compute the same bytes: harmless.
+    global _big_body
+    if _big_body is None:
+        _big_body = splitmix64_bytes(BIG_BODY_BYTES, BIG_BODY_SEED)
+    return _big_body
 
 
 def announce(line: str) -> None:
@@ -109,7 +118,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             cookie = self.headers.get("Cookie")
             self.reply(200, (cookie if cookie is not None else "none").encode("utf-8"), text)
         elif self.command == "GET" and self.path == "/big":
-            self.reply(200, BIG_BODY, [("Content-Type", "application/octet-stream")])
+            self.reply(200, big_body(), [("Content-Type", "application/octet-stream")])
         else:
             self.reply(404, b"no such route", text)
 
