@@ -320,7 +320,7 @@ done
 # ---------------------------------------------------------------- summary
 echo
 echo "# forward benchmark: wrk -t$THREADS -d${DURATION}s, median of $REPS interleaved runs; $(nproc) CPUs shared by wrk+proxy+upstream"
-echo "# upstream: nginx worker_processes 1; nginx-proxy workers=$WORKERS keepalive=$NGX_KEEPALIVE; haproxy nbthread=$WORKERS; outbox --log-level warn"
+echo "# upstream: nginx worker_processes 1; nginx-proxy workers=$WORKERS keepalive=$NGX_KEEPALIVE$(wants haproxy && echo "; haproxy nbthread=$WORKERS")$(wants outbox && echo "; outbox --log-level warn")"
 awk -F'\t' -v order="${ALL_TARGETS[*]}" '
 function med(key,   n, i, j, a, t) {
   n = cnt[key]; for (i = 1; i <= n; i++) a[i] = v[key, i]
