@@ -233,6 +233,7 @@ check_target() {  # name port
   # two pipelined POSTs with 1 KiB bodies on one connection: both must get 201,
   # which only happens if the body of the first one was consumed.
   local n
+  # shellcheck disable=SC2016  # expanded by the inner bash, from its arguments
   n=$(timeout 10 bash -c '
       exec 3<>"/dev/tcp/$0/$1"
       b=$(cat "$2")
@@ -271,8 +272,8 @@ log "rundir: $RUNDIR"
 
 render "$HERE/upstream.conf" "$RUNDIR/upstream.conf"
 start_bg upstream nginx -p "$RUNDIR" -e "$RUNDIR/upstream.err" -c "$RUNDIR/upstream.conf"
-UP_PID=$STARTED; wait_port $UP_PORT "$UP_PID" 10
-check_target direct $UP_PORT
+UP_PID=$STARTED; wait_port "$UP_PORT" "$UP_PID" 10
+check_target direct "$UP_PORT"
 
 for t in "${ALL_TARGETS[@]}"; do
   case $t in
@@ -280,12 +281,12 @@ for t in "${ALL_TARGETS[@]}"; do
     nginx)
       render "$HERE/nginx-proxy.conf" "$RUNDIR/nginx-proxy.conf"
       start_bg nginx nginx -p "$RUNDIR" -e "$RUNDIR/nginx-proxy.err" -c "$RUNDIR/nginx-proxy.conf"
-      TPGID[nginx]=$STARTED; wait_port $NGX_PORT "$STARTED" 10 ;;
+      TPGID[nginx]=$STARTED; wait_port "$NGX_PORT" "$STARTED" 10 ;;
     haproxy)
       render "$HERE/haproxy.cfg" "$RUNDIR/haproxy.cfg"
       haproxy -c -q -f "$RUNDIR/haproxy.cfg" || die "haproxy config check failed"
       start_bg haproxy haproxy -db -f "$RUNDIR/haproxy.cfg"
-      TPGID[haproxy]=$STARTED; wait_port $HAP_PORT "$STARTED" 10 ;;
+      TPGID[haproxy]=$STARTED; wait_port "$HAP_PORT" "$STARTED" 10 ;;
     outbox)
       # Only flags and a private data dir: a config named by the caller's environment
       # must not change what is measured. Logging at warn, as nginx/haproxy log nothing
@@ -295,7 +296,7 @@ for t in "${ALL_TARGETS[@]}"; do
         --listen "$HOST:$OBX_PORT" --upstream "http://$HOST:$UP_PORT" \
         --data-dir "$RUNDIR/outbox-data" --log-level warn $OUTBOX_ARGS
       TPGID[outbox]=$STARTED
-      wait_port $OBX_PORT "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)" ;;
+      wait_port "$OBX_PORT" "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)" ;;
   esac
   check_target "$t" "${TPORT[$t]}"
   log "$t ok on $HOST:${TPORT[$t]}"
