@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# Forward-path benchmark on loopback: direct-to-upstream vs nginx vs outbox
+# [vs haproxy], GET 1 KiB and POST 1 KiB, targets interleaved, medians of REPS.
+#
+#   Benchmarks/forward.sh                               # build outbox (release), ~4 min
+#   TARGETS="direct nginx haproxy outbox" Benchmarks/forward.sh
+#   DURATION=3 REPS=1 Benchmarks/forward.sh             # smoke test, ~1.5 min
+#   OUTBOX_BIN=/path/to/outbox Benchmarks/forward.sh    # skip the build
+#
+# Knobs (env): DURATION=10 (s per wrk run)  REPS=3  CONNS="64"  METHODS="GET POST"
+#   THREADS=2 (wrk -t)  WORKERS=2 (nginx-proxy workers and haproxy nbthread)
+#   NGX_KEEPALIVE=32 (nginx upstream keepalive per worker)  WARMUP=2 (s, per target
+#   and method)  TARGETS="direct nginx outbox"  OUTBOX_BIN (pre-built binary; default:
+#   `swift build -c release` in the repo)  OUTBOX_ARGS (extra flags for outbox)
+#   START_TIMEOUT=30 (s for outbox to listen)  MAX_TOTAL_S (hard cap on the whole
+#   matrix; default estimate+300)  RESULTS=<file> (copy raw TSV there)
+#   KEEP_RUNDIR=1 (keep logs)  INSTALL=0 (never call apt-get)  BASE_PORT=19000
+#   (upstream; nginx +1, haproxy +2, outbox +3: all must be free)
+# Everything listens on 127.0.0.1 only; everything started here is stopped by pid /
+# own process-group id on exit, Ctrl-C or error.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+HOST=127.0.0.1
+BASE_PORT=${BASE_PORT:-19000}
+UP_PORT=$BASE_PORT NGX_PORT=$((BASE_PORT + 1)) HAP_PORT=$((BASE_PORT + 2)) OBX_PORT=$((BASE_PORT + 3))
+DURATION=${DURATION:-10}
+REPS=${REPS:-3}
+CONNS=${CONNS:-"64"}
+METHODS=${METHODS:-"GET POST"}
+THREADS=${THREADS:-2}
+WORKERS=${WORKERS:-2}
+NGX_KEEPALIVE=${NGX_KEEPALIVE:-32}
+WARMUP=${WARMUP:-2}
+TARGETS=${TARGETS:-"direct nginx outbox"}
+OUTBOX_BIN=${OUTBOX_BIN:-}
+OUTBOX_ARGS=${OUTBOX_ARGS:-}
+START_TIMEOUT=${START_TIMEOUT:-30}
+INSTALL=${INSTALL:-1}
+KEEP_RUNDIR=${KEEP_RUNDIR:-0}
+RESULTS=${RESULTS:-}
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+read -r -a ALL_TARGETS <<<"$TARGETS"
+wants() { [[ " ${ALL_TARGETS[*]} " == *" $1 "* ]]; }
+for t in "${ALL_TARGETS[@]}"; do
+  case $t in direct | nginx | haproxy | outbox) ;; *) die "unknown target $t (direct nginx haproxy outbox)" ;; esac
+done
+
+# ---------------------------------------------------------------- install
+install_missing() {
+  local need=()
+  command -v nginx >/dev/null || need+=(nginx)   # the upstream is always nginx
+  command -v wrk   >/dev/null || need+=(wrk)
+  command -v curl  >/dev/null || need+=(curl)
+  if wants haproxy; then command -v haproxy >/dev/null || need+=(haproxy); fi
+  ((${#need[@]})) || return 0
+  [[ $INSTALL == 1 ]] || die "missing: ${need[*]} (INSTALL=0)"
+  [[ $(id -u) == 0 ]] || die "missing ${need[*]}; run as root or install them"
+  log "installing from Debian: ${need[*]}"
+  # keep apt from starting/enabling them as services (we run private instances)
+  local made_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; made_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 apt-get update -q >/dev/null
+  timeout 600 apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+  ((made_policy)) && rm -f /usr/sbin/policy-rc.d
+  local s
+  for s in nginx haproxy; do
+    if [[ " ${need[*]} " == *" $s "* ]] && command -v systemctl >/dev/null; then
+      systemctl disable "$s.service" >/dev/null 2>&1 || true
+    fi
+  done
+}
+
+# ---------------------------------------------------------------- build
+# Built before anything is started or timed: `swift run` would compile inside the
+# measurement window.
+build_outbox() {
+  if [[ -n $OUTBOX_BIN ]]; then
+    [[ -x $OUTBOX_BIN ]] || die "OUTBOX_BIN=$OUTBOX_BIN is not an executable"
+    return 0
+  fi
+  command -v swift >/dev/null || export PATH=/opt/swift/usr/bin:$PATH
+  command -v swift >/dev/null || die "swift not found (PATH, /opt/swift/usr/bin); or set OUTBOX_BIN"
+  log "building outbox: swift build -c release --product outbox (in $ROOT)"
+  local out rc=0
+  out=$(cd "$ROOT" && timeout 1200 swift build -c release --product outbox 2>&1) || rc=$?
+  ((rc == 0)) || { tail -40 <<<"$out" >&2; die "swift build failed (exit $rc)"; }
+  OUTBOX_BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+  [[ -x $OUTBOX_BIN ]] || die "no binary at $OUTBOX_BIN after the build"
+}
+
+# ---------------------------------------------------------------- processes
+declare -a PIDS=()
+declare -A PNAME=()
+RUNDIR=""
+STARTED=""
+
+is_running() {  # alive and not a zombie
+  local st
+  [[ -r /proc/$1/stat ]] || return 1
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [[ -n $st && $st != Z ]]
+}
+pgid_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f3; }
+
+start_bg() {  # name cmd... ; sets STARTED=pid (pid == its own process-group id)
+  local name=$1; shift
+  setsid "$@" >"$RUNDIR/$name.log" 2>&1 </dev/null &
+  STARTED=$!
+  PIDS+=("$STARTED"); PNAME[$STARTED]=$name
+}
+
+stop_pid() {
+  local pid=$1 i grp=0
+  [[ $(pgid_of "$pid" || true) == "$pid" ]] && grp=1
+  if is_running "$pid"; then
+    if ((grp)); then kill -TERM -- "-$pid" 2>/dev/null || true; else kill -TERM "$pid" 2>/dev/null || true; fi
+    for ((i = 0; i < 50; i++)); do is_running "$pid" || break; sleep 0.1; done
+  fi
+  # leader is our child and not reaped yet, so its pid/pgid cannot have been reused
+  if ((grp)); then
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do group_alive "$pid" || break; sleep 0.1; done  # let members exit
+  else
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+group_alive() {  # any non-zombie process left in process group $1?
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk -v g="$1" '{ sub(/^.*\) /, ""); if ($3 == g && $1 != "Z") f = 1 } END { exit !f }'
+}
+
+cleanup() {
+  local rc=$? pid
+  trap - EXIT INT TERM
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  if [[ -n $RUNDIR && -d $RUNDIR ]]; then
+    if [[ $KEEP_RUNDIR == 1 || $rc != 0 ]]; then log "logs kept in $RUNDIR"; else rm -rf "$RUNDIR"; fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+wait_port() {  # port pid timeout_s [hint]
+  local port=$1 pid=$2 t=$3 hint=${4:-} i
+  for ((i = 0; i < t * 10; i++)); do
+    port_open "$port" && return 0
+    is_running "$pid" || { tail -20 "$RUNDIR/${PNAME[$pid]}.log" >&2 || true; die "${PNAME[$pid]} exited before listening on $port$hint"; }
+    sleep 0.1
+  done
+  tail -20 "$RUNDIR/${PNAME[$pid]}.log" >&2 || true
+  die "${PNAME[$pid]} not listening on $HOST:$port after ${t}s$hint"
+}
+
+render() {  # template -> rendered file
+  sed -e "s|@RUNDIR@|$RUNDIR|g" -e "s|@UP_PORT@|$UP_PORT|g" -e "s|@NGX_PORT@|$NGX_PORT|g" \
+      -e "s|@HAP_PORT@|$HAP_PORT|g" -e "s|@WORKERS@|$WORKERS|g" -e "s|@BODY1K@|$BODY1K|g" \
+      -e "s|@NGX_KEEPALIVE@|$NGX_KEEPALIVE|g" "$1" >"$2"
+}
+
+# ---------------------------------------------------------------- CPU accounting
+# user+system ticks of every process in process group $1 (all nginx workers,
+# haproxy threads, every thread of outbox: /proc/PID/stat sums a process's threads).
+group_ticks() {
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk -v g="$1" '{ sub(/^.*\) /, ""); if ($3 == g) t += $12 + $13 } END { print t + 0 }' || true
+}
+sys_cpu() { awk '/^cpu /{ print $2+$3+$4+$5+$6+$7+$8+$9, $5+$6, $9 }' /proc/stat; }  # total idle+iowait steal
+
+# ---------------------------------------------------------------- wrk
+to_us() {  # "1.23ms" / "456.78us" / "1.02s" / "2.00m" -> microseconds
+  awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    f = (u == "us") ? 1 : (u == "ms") ? 1000 : (u == "s") ? 1e6 : (u == "m") ? 6e7 : -1
+    if (f < 0) print "NaN"; else printf "%.1f", n * f }'
+}
+
+# run_wrk target port method conns rep duration -> appends one TSV row (unless rep=warm)
+run_wrk() {
+  local tgt=$1 port=$2 method=$3 conns=$4 rep=$5 dur=$6 url script=() out pgid
+  if [[ $method == POST ]]; then url="http://$HOST:$port/echo"; script=(-s "$HERE/post-1k.lua")
+  else url="http://$HOST:$port/"; fi
+  pgid=${TPGID[$tgt]}
+  local t0 u0 c0 i0 st0 t1 u1 c1 i1 st1
+  t0=$( ((pgid)) && group_ticks "$pgid" || echo 0); u0=$(group_ticks "$UP_PID")
+  read -r c0 i0 st0 < <(sys_cpu)
+  out=$(timeout $((dur + 30)) wrk -t"$THREADS" -c"$conns" -d"${dur}s" --timeout 5s --latency "${script[@]}" "$url" 2>&1) \
+    || { echo "$out" >&2; die "wrk failed/timed out: $tgt $method c$conns"; }
+  t1=$( ((pgid)) && group_ticks "$pgid" || echo 0); u1=$(group_ticks "$UP_PID")
+  read -r c1 i1 st1 < <(sys_cpu)
+  echo "$out" >>"$RUNDIR/wrk-raw.txt"
+  [[ $rep == warm ]] && return 0
+  local rps p50 p99 reqs errs non2xx hz
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+  p50=$(to_us "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+  p99=$(to_us "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+  reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
+  errs=$(awk '/Socket errors/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
+  hz=$(getconf CLK_TCK)
+  [[ -n $rps && -n $reqs ]] || { echo "$out" >&2; die "could not parse wrk output"; }
+  # proxy / upstream CPU microseconds per request; machine idle% and steal% during the run
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$method" "$conns" "$rep" "$tgt" "$rps" "$p50" "$p99" \
+    "$(( ${errs:-0} + ${non2xx:-0} ))" \
+    "$(awk -v a="$t0" -v b="$t1" -v r="$reqs" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / (r > 0 ? r : 1) }')" \
+    "$(awk -v a="$u0" -v b="$u1" -v r="$reqs" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / (r > 0 ? r : 1) }')" \
+    "$(awk -v c0="$c0" -v c1="$c1" -v i0="$i0" -v i1="$i1" 'BEGIN { printf "%.0f", 100 * (i1 - i0) / (c1 - c0) }')" \
+    "$(awk -v c0="$c0" -v c1="$c1" -v s0="$st0" -v s1="$st1" 'BEGIN { printf "%.1f", 100 * (s1 - s0) / (c1 - c0) }')" \
+    >>"$RAW"
+  log "$(printf '%-5s c%-4s rep%s %-8s %10s req/s  p50 %8sus  p99 %9sus  err %s' "$method" "$conns" "$rep" "$tgt" "$rps" "$p50" "$p99" "$(( ${errs:-0} + ${non2xx:-0} ))")"
+}
+
+# ---------------------------------------------------------------- sanity checks
+check_target() {  # name port
+  local name=$1 port=$2 code size res
+  res=$(curl -sS -o /dev/null -w '%{http_code} %{size_download}' --max-time 5 "http://$HOST:$port/") \
+    || die "$name: GET http://$HOST:$port/ failed"
+  read -r code size <<<"$res"
+  [[ $code == 200 && $size == 1024 ]] || die "$name: GET / gave $code/$size bytes, want 200/1024"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 -H 'Content-Type: application/json' \
+         --data-binary "@$RUNDIR/body1k.json" "http://$HOST:$port/echo") || die "$name: POST /echo failed"
+  [[ $code == 201 ]] || die "$name: POST /echo gave $code, want 201"
+  # two pipelined POSTs with 1 KiB bodies on one connection: both must get 201,
+  # which only happens if the body of the first one was consumed.
+  local n
+  # shellcheck disable=SC2016  # expanded by the inner bash, from its arguments
+  n=$(timeout 10 bash -c '
+      exec 3<>"/dev/tcp/$0/$1"
+      b=$(cat "$2")
+      printf "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1024\r\n\r\n%s" "$b" >&3
+      printf "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1024\r\nConnection: close\r\n\r\n%s" "$b" >&3
+      cat <&3' "$HOST" "$port" "$RUNDIR/body1k.json" | grep -o 'HTTP/1\.1 201 ' | wc -l || true)
+  [[ $n == 2 ]] || die "$name: pipelined POST check got $n x 201, want 2"
+}
+
+# ---------------------------------------------------------------- main
+install_missing
+command -v curl >/dev/null || die "curl needed for sanity checks"
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+declare -A TPORT=([direct]=$UP_PORT [nginx]=$NGX_PORT [haproxy]=$HAP_PORT [outbox]=$OBX_PORT)
+declare -A TPGID=([direct]=0)
+
+for p in $UP_PORT $NGX_PORT $HAP_PORT $OBX_PORT; do
+  port_open "$p" && die "$HOST:$p is already in use; stop whatever listens there first"
+done
+
+if wants outbox; then build_outbox; log "outbox binary: $OUTBOX_BIN"; fi
+
+RUNDIR=$(mktemp -d /tmp/fwdbench.XXXXXX)
+chmod 755 "$RUNDIR"   # nginx workers run as nobody and may need their temp dirs
+RAW=$RUNDIR/results.tsv
+BODY1K=$(head -c 768 /dev/urandom | base64 -w0 | tr '+/' 'ab' | head -c 1024)
+[[ ${#BODY1K} == 1024 ]] || die "body generation failed"
+printf '{"data":"%s"}' "$(head -c 1013 /dev/zero | tr '\0' x)" >"$RUNDIR/body1k.json"
+
+n_t=${#ALL_TARGETS[@]}; n_m=$(wc -w <<<"$METHODS"); n_c=$(wc -w <<<"$CONNS")
+EST=$(( n_m * n_c * REPS * n_t * (DURATION + 2) + n_m * n_t * (WARMUP + 1) + 20 ))
+MAX_TOTAL_S=${MAX_TOTAL_S:-$((EST + 300))}
+log "targets: ${ALL_TARGETS[*]}; methods: $METHODS; conns: $CONNS; reps: $REPS x ${DURATION}s; est. ${EST}s (cap ${MAX_TOTAL_S}s)"
+log "rundir: $RUNDIR"
+
+render "$HERE/upstream.conf" "$RUNDIR/upstream.conf"
+start_bg upstream nginx -p "$RUNDIR" -e "$RUNDIR/upstream.err" -c "$RUNDIR/upstream.conf"
+UP_PID=$STARTED; wait_port "$UP_PORT" "$UP_PID" 10
+check_target direct "$UP_PORT"
+
+for t in "${ALL_TARGETS[@]}"; do
+  case $t in
+    direct) ;;
+    nginx)
+      render "$HERE/nginx-proxy.conf" "$RUNDIR/nginx-proxy.conf"
+      start_bg nginx nginx -p "$RUNDIR" -e "$RUNDIR/nginx-proxy.err" -c "$RUNDIR/nginx-proxy.conf"
+      TPGID[nginx]=$STARTED; wait_port "$NGX_PORT" "$STARTED" 10 ;;
+    haproxy)
+      render "$HERE/haproxy.cfg" "$RUNDIR/haproxy.cfg"
+      haproxy -c -q -f "$RUNDIR/haproxy.cfg" || die "haproxy config check failed"
+      start_bg haproxy haproxy -db -f "$RUNDIR/haproxy.cfg"
+      TPGID[haproxy]=$STARTED; wait_port "$HAP_PORT" "$STARTED" 10 ;;
+    outbox)
+      # Only flags and a private data dir: a config named by the caller's environment
+      # must not change what is measured. Logging at warn, as nginx/haproxy log nothing
+      # per request.
+      # shellcheck disable=SC2086  # OUTBOX_ARGS is a list of flags
+      start_bg outbox env -u OUTBOX_CONFIG -u OUTBOX_ADMIN_TOKEN "$OUTBOX_BIN" serve \
+        --listen "$HOST:$OBX_PORT" --upstream "http://$HOST:$UP_PORT" \
+        --data-dir "$RUNDIR/outbox-data" --log-level warn $OUTBOX_ARGS
+      TPGID[outbox]=$STARTED
+      wait_port "$OBX_PORT" "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)" ;;
+  esac
+  check_target "$t" "${TPORT[$t]}"
+  log "$t ok on $HOST:${TPORT[$t]}"
+done
+
+T_START=$SECONDS
+for m in $METHODS; do
+  for t in "${ALL_TARGETS[@]}"; do run_wrk "$t" "${TPORT[$t]}" "$m" 64 warm "$WARMUP"; done
+  for c in $CONNS; do
+    for ((r = 1; r <= REPS; r++)); do
+      for t in "${ALL_TARGETS[@]}"; do            # interleaved: A B C A B C ...
+        (( SECONDS - T_START + DURATION < MAX_TOTAL_S )) || die "MAX_TOTAL_S=${MAX_TOTAL_S}s reached"
+        run_wrk "$t" "${TPORT[$t]}" "$m" "$c" "$r" "$DURATION"
+        sleep 0.5
+      done
+    done
+  done
+done
+
+[[ -n $RESULTS ]] && cp "$RAW" "$RESULTS"
+
+# ---------------------------------------------------------------- summary
+echo
+echo "# forward benchmark: wrk -t$THREADS -d${DURATION}s, median of $REPS interleaved runs; $(nproc) CPUs shared by wrk+proxy+upstream"
+echo "# upstream: nginx worker_processes 1; nginx-proxy workers=$WORKERS keepalive=$NGX_KEEPALIVE$(wants haproxy && echo "; haproxy nbthread=$WORKERS")$(wants outbox && echo "; outbox --log-level warn")"
+awk -F'\t' -v order="${ALL_TARGETS[*]}" '
+function med(key,   n, i, j, a, t) {
+  n = cnt[key]; for (i = 1; i <= n; i++) a[i] = v[key, i]
+  for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+  return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function add(k, x) { cnt[k]++; v[k, cnt[k]] = x + 0 }
+{
+  k = $1 SUBSEP $2 SUBSEP $4
+  add(k SUBSEP "rps", $5); add(k SUBSEP "p50", $6); add(k SUBSEP "p99", $7)
+  add(k SUBSEP "cpu", $9); add(k SUBSEP "up", $10); add(k SUBSEP "idle", $11); add(k SUBSEP "steal", $12)
+  err[k] += $8
+  if (!(k in lo) || $5 + 0 < lo[k]) lo[k] = $5 + 0
+  if (!(k in hi) || $5 + 0 > hi[k]) hi[k] = $5 + 0
+  if (!seen[$1 SUBSEP $2]++) { combos[++nc] = $1 SUBSEP $2 }
+}
+END {
+  nt = split(order, T, " ")
+  printf "%-5s %5s %-9s %10s %6s %9s %9s %8s %8s %8s %8s %8s %6s %6s\n", \
+    "meth", "conns", "target", "req/s", "rng%", "p50_ms", "p99_ms", "rps/ngx", "p99/ngx", "rps/dir", "prx_us", "up_us", "idle%", "errs"
+  for (ci = 1; ci <= nc; ci++) {
+    split(combos[ci], mc, SUBSEP)
+    kn = combos[ci] SUBSEP "nginx"; kd = combos[ci] SUBSEP "direct"
+    rn = (cnt[kn SUBSEP "rps"]) ? med(kn SUBSEP "rps") : 0; pn = (cnt[kn SUBSEP "p99"]) ? med(kn SUBSEP "p99") : 0
+    cn = (cnt[kn SUBSEP "cpu"]) ? med(kn SUBSEP "cpu") : 0
+    rd = (cnt[kd SUBSEP "rps"]) ? med(kd SUBSEP "rps") : 0
+    for (ti = 1; ti <= nt; ti++) {
+      k = combos[ci] SUBSEP T[ti]
+      if (!cnt[k SUBSEP "rps"]) continue
+      r = med(k SUBSEP "rps"); p99 = med(k SUBSEP "p99")
+      printf "%-5s %5s %-9s %10.0f %6.0f %9.3f %9.3f %8s %8s %8s %8s %8.1f %6.0f %6d\n", mc[1], mc[2], T[ti], r, \
+        (r > 0 ? 100 * (hi[k] - lo[k]) / r : 0), \
+        med(k SUBSEP "p50") / 1000, p99 / 1000, \
+        (rn ? sprintf("%.2f", r / rn) : "-"), (pn ? sprintf("%.2f", p99 / pn) : "-"), (rd ? sprintf("%.2f", r / rd) : "-"), \
+        (T[ti] == "direct" ? "-" : sprintf("%.1f", med(k SUBSEP "cpu"))), med(k SUBSEP "up"), med(k SUBSEP "idle"), err[k]
+      if (T[ti] == "outbox" && rn) {
+        vs[++nv] = sprintf("%-5s c%-4s outbox/nginx: req/s x%.2f, p99 x%.2f, CPU %.1f vs %.1f us/req (x%s)", \
+          mc[1], mc[2], r / rn, (pn ? p99 / pn : 0), med(k SUBSEP "cpu"), cn, (cn ? sprintf("%.2f", med(k SUBSEP "cpu") / cn) : "-"))
+      }
+    }
+  }
+  print "# rng%: (max-min)/median of req/s over the reps (run-to-run noise)."
+  print "# prx_us/up_us: CPU microseconds per request used by the proxy process group / the upstream (medians)."
+  print "# idle%: machine-wide idle during the run (low = CPU-bound, numbers reflect CPU sharing). errs: socket errors + non-2xx, summed over reps."
+  if (nv) { print ""; for (i = 1; i <= nv; i++) print vs[i] }
+}' "$RAW"
