@@ -5,7 +5,10 @@
 /// framing (chunked re-encoding, close-delimited → chunked for HTTP/1.1 clients), applies the
 /// hop-by-hop and forwarding rules, and passes backpressure both ways.
 final class ProxyExchange: UpstreamResponseHandler {
-    enum Phase { case preparing, forwarding, responding, finished }
+    /// `draining`: the response is complete but the client is still sending the request body
+    /// (the origin answered early); the rest of the body is read and dropped so the
+    /// connection stays in sync for the next request.
+    enum Phase { case preparing, forwarding, responding, draining, finished }
 
     /// Strong: the client drops its exchange on every ending path, which breaks the cycle.
     let client: ClientConnection
@@ -43,7 +46,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// True while request body bytes should not be read from the client.
     var bodyPaused: Bool {
-        guard !requestComplete else { return false }
+        guard !requestComplete, phase != .draining else { return false }
         guard let call else { return phase == .preparing }
         return !call.canAcceptBody
     }
@@ -111,7 +114,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     private static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
-        guard phase != .finished else { return }
+        guard phase != .finished, phase != .draining else { return }
         if bodyCopyValid {
             if bodyCopy.count + bytes.count <= Self.maxReplayableBody {
                 bodyCopy.append(contentsOf: bytes)
@@ -128,6 +131,10 @@ final class ProxyExchange: UpstreamResponseHandler {
     func requestEnded(trailers: HTTPHeaders) {
         requestComplete = true
         bodyTrailers = trailers
+        if phase == .draining {
+            finish(status: responseStatus)
+            return
+        }
         guard phase == .forwarding || phase == .responding, let call else { return }
         if requestFraming != .none && requestFraming != .contentLength(0) {
             call.finishBody(trailers: trailers)
@@ -162,7 +169,6 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .none, .contentLength:
             break
         }
-        if !requestComplete { keepAlive = false }
         if client.isDraining { keepAlive = false }
         if !keepAlive {
             response.headers.add("Connection", "close")
@@ -196,13 +202,15 @@ final class ProxyExchange: UpstreamResponseHandler {
         if chunkedToClient {
             client.stream.withOutput { HTTPSerializer.writeLastChunk(trailers: trailers, into: &$0) }
         }
-        if !requestComplete {
-            // The origin answered before the whole body arrived; the rest can't be framed
-            // for the next request on this connection.
-            keepAlive = false
-            call?.cancel()
-        }
         call = nil
+        if !requestComplete {
+            // The origin answered before the whole body arrived (nginx's `return` does): the
+            // upstream connection is not reusable (the connection itself saw to that), and the
+            // rest of the body is drained from the client so its connection stays usable.
+            phase = .draining
+            client.stream.flush()
+            return
+        }
         finish(status: responseStatus)
     }
 

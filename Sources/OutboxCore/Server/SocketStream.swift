@@ -18,7 +18,7 @@ protocol SocketStreamDelegate: AnyObject {
 ///
 /// Invariants: the fd is closed exactly once, in ``close()``; the epoll interest set mirrors
 /// `readingPaused` and whether output is queued; every callback runs on the loop thread.
-final class SocketStream: EventHandler {
+final class SocketStream: EventHandler, DeadlineTracked {
     let fd: Int32
     // The loop outlives every stream on it; unowned(unsafe) skips the side-table refcount
     // that `unowned`/`weak` cost on every access (measured: ~6 % of the proxy's CPU).
@@ -40,6 +40,10 @@ final class SocketStream: EventHandler {
     private(set) var lastProgress: UInt64 = 0
     /// Close the socket once the output queue is empty.
     private var closeWhenFlushed = false
+    /// Half-closed and discarding input until the peer closes too (or the deadline passes).
+    private var lingering = false
+    private var lingerDeadline: UInt64 = 0
+    static let lingerNanos: UInt64 = 2_000_000_000
 
     static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
@@ -93,6 +97,11 @@ final class SocketStream: EventHandler {
 
     private func readOnce() {
         let n = Glibc.read(fd, loop.scratch.baseAddress, loop.scratch.count)
+        if lingering {
+            // Input after our last response is dropped; EOF or an error ends the linger.
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { close() }
+            return
+        }
         if n > 0 {
             lastProgress = loop.now
             if inputIndex == input.count {
@@ -179,6 +188,10 @@ final class SocketStream: EventHandler {
             if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
             output.removeAll()
             outputIndex = 0
+            if closeWhenFlushed {
+                close()
+                return
+            }
             delegate?.streamDidFailWrite(self, error: code)
             return
         }
@@ -186,7 +199,7 @@ final class SocketStream: EventHandler {
             output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
             outputIndex = 0
             if closeWhenFlushed {
-                close()
+                finishClose()
                 return
             }
         } else if outputIndex >= 1 << 20 {
@@ -202,7 +215,30 @@ final class SocketStream: EventHandler {
     /// Closes after queued output is sent (for `Connection: close` responses).
     func closeAfterFlush() {
         closeWhenFlushed = true
-        if queuedOutputBytes == 0 { close() } else { flush() }
+        if queuedOutputBytes == 0 { finishClose() } else { flush() }
+    }
+
+    /// A lingering close (RFC 9112 §9.6, nginx's lingering_close): closing a socket that still
+    /// has unread input makes the kernel send RST, which can destroy the response still in
+    /// flight. So: half-close, read and drop what the peer still sends, close on its EOF or
+    /// after two seconds.
+    private func finishClose() {
+        guard !isClosed else { return }
+        if reachedEnd || connecting {
+            close()
+            return
+        }
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        lingering = true
+        delegate = nil
+        lingerDeadline = loop.now + SocketStream.lingerNanos
+        loop.track(self)
+        readingPaused = false
+        updateInterest()
+    }
+
+    func checkDeadlines(now: UInt64) {
+        if lingering && now >= lingerDeadline { close() }
     }
 
     /// Half-closes the sending side once queued output is out (tunnels).
@@ -215,6 +251,7 @@ final class SocketStream: EventHandler {
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        if lingering { loop.untrack(self) }
         loop.unregister(fd: fd)
         Glibc.close(fd)
         delegate = nil
