@@ -79,7 +79,7 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// Waits until the proxy's stderr contains `text` (a log event, say); throws with the
     /// stderr so far when it does not appear in time.
     func waitForLog(containing text: String, timeout: Duration = .seconds(10)) async throws {
-        try await child.observed.wait(
+        _ = try await child.observed.wait(
             timeout: timeout,
             describeTimeout: { observed in "no \"\(text)\" in stderr within \(timeout):\n\(observed.stderrText.suffix(4000))" },
             until: { observed in observed.stderrText.contains(text) ? true : nil })
