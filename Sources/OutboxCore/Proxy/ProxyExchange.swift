@@ -71,9 +71,17 @@ final class ProxyExchange: UpstreamResponseHandler {
             self.origin = origin
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming)
-            let transport = client.transport(for: origin)
-            self.transport = transport
-            if let pool = transport as? UpstreamPool {
+            if origin.scheme == .https {
+                transport = client.context.secureTransport.transport(for: client.loop)
+                beginCall()
+                return
+            }
+            let pool = client.loopState.pool
+            transport = pool
+            if pool.isReady(origin) {
+                // The common case, without the closure (and the weak reference) below.
+                beginCall()
+            } else {
                 pool.prepare(origin) { [weak self] result in
                     guard let self, self.phase == .preparing else { return }
                     switch result {
@@ -81,8 +89,6 @@ final class ProxyExchange: UpstreamResponseHandler {
                     case .failure(let error): self.upstreamFailed(error)
                     }
                 }
-            } else {
-                beginCall()
             }
         }
     }

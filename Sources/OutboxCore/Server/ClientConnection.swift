@@ -35,10 +35,6 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         loop.track(self)
     }
 
-    func transport(for origin: Origin) -> UpstreamTransport {
-        origin.scheme == .https ? context.secureTransport.transport(for: loop) : loopState.pool
-    }
-
     func clientWantsKeepAlive(_ head: HTTPRequestHead) -> Bool {
         if head.version == .http1_1 { return !head.headers.containsToken("close", in: "Connection") }
         return head.headers.containsToken("keep-alive", in: "Connection")

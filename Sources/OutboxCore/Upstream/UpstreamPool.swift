@@ -22,11 +22,15 @@ final class UpstreamPool: UpstreamTransport {
         self.maxIdlePerOrigin = maxIdlePerOrigin
     }
 
+    /// True when a call to `origin` can start now: a pooled connection or a known address.
+    func isReady(_ origin: Origin) -> Bool {
+        idle[origin]?.isEmpty == false || addresses(of: origin) != nil
+    }
+
     /// Makes sure `origin`'s address is known, then calls `ready` on the loop (at once when
     /// the host is numeric or cached).
     func prepare(_ origin: Origin, ready: @escaping (Result<Void, UpstreamError>) -> Void) {
-        // A pooled connection needs no address: the common case costs one dictionary lookup.
-        if idle[origin]?.isEmpty == false || addresses(of: origin) != nil {
+        if isReady(origin) {
             ready(.success(()))
             return
         }
