@@ -184,8 +184,9 @@ final class SecureCall: UpstreamCall {
         default:
             // libcurl's TLS failures arrive as code -1 ("unknown"); a failed handshake means the
             // request never left, which the queue must know.
-            let text = String(describing: urlError)
-            if text.contains("SSL") || text.contains("certificate") { return .connectFailed("TLS: \(text.prefix(200))") }
+            // The userInfo's own description, not the error's: its key order is random.
+            let text = urlError.userInfo[NSLocalizedDescriptionKey] as? String ?? urlError.localizedDescription
+            if text.contains("SSL") || text.contains("certificate") { return .connectFailed("TLS: \(text)") }
             return .noResponse(urlError.localizedDescription, retryable: false)
         }
     }
