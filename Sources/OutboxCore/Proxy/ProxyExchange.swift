@@ -108,7 +108,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         } else if sendContinue {
             sendContinue = false
             client.stream.enqueue(Self.continueBytes)
-            client.stream.flush()
+            client.stream.flushSoon()
         }
         if bodyCopy.count > Self.maxReplayableBody || !bodyCopyValid {
             bodyCopy = []
@@ -214,7 +214,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             // upstream connection is not reusable (the connection itself saw to that), and the
             // rest of the body is drained from the client so its connection stays usable.
             phase = .draining
-            client.stream.flush()
+            client.stream.flushSoon()
             return
         }
         finish(status: responseStatus)
@@ -255,7 +255,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     func upstreamProcessedInput() {
-        client.stream.flush()
+        client.stream.flushSoon()
     }
 
     // MARK: Ending
@@ -274,7 +274,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func finish(status: Int) {
         phase = .finished
-        client.stream.flush()
+        client.stream.flushSoon()
         let logger = client.logger
         if logger.isEnabled(.info) {
             let micros = (client.loop.now &- started) / 1000

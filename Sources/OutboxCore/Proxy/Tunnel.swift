@@ -55,7 +55,7 @@ final class Tunnel: SocketStreamDelegate {
             buffer.withUnsafeBytes { target.enqueue(UnsafeRawBufferPointer(rebasing: $0[source.inputIndex...])) }
             source.inputIndex = buffer.count
             source.compactInput()
-            target.flush()
+            target.flushSoon()
         }
         if !target.isWritable { source.pauseReading() }
     }
@@ -76,7 +76,7 @@ final class Tunnel: SocketStreamDelegate {
         if !connected {
             connected = true
             client.stream.enqueue(Array("HTTP/1.1 200 Connection Established\r\n\r\n".utf8))
-            client.stream.flush()
+            client.stream.flushSoon()
             client.stream.resumeReading()
             // Bytes that came with the CONNECT head (TLS ClientHello) go out now.
             clientReadable()
@@ -91,7 +91,7 @@ final class Tunnel: SocketStreamDelegate {
             buffer.withUnsafeBytes { client.stream.enqueue(UnsafeRawBufferPointer(rebasing: $0[stream.inputIndex...])) }
             stream.inputIndex = buffer.count
             stream.compactInput()
-            client.stream.flush()
+            client.stream.flushSoon()
         }
         if !client.stream.isWritable { stream.pauseReading() }
     }

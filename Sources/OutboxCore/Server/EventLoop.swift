@@ -38,8 +38,9 @@ public final class EventLoop: @unchecked Sendable {
     let scratch: UnsafeMutableRawBufferPointer
     let index: Int
     private var thread: pthread_t?
-    /// Per-loop state owned by higher layers (upstream pools), typed there.
-    var context: [ObjectIdentifier: AnyObject] = [:]
+    /// Streams with output queued during this tick, flushed together after the tick's events:
+    /// a response head, body and last chunk, or a request head and body, leave in one send.
+    private var pendingFlush: [SocketStream] = []
 
     init(index: Int, sweepInterval: Double) throws(SystemError) {
         self.index = index
@@ -119,6 +120,19 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    func scheduleFlush(_ stream: SocketStream) {
+        pendingFlush.append(stream)
+    }
+
+    private func flushPending() {
+        // A flush can queue more output elsewhere (drain callbacks): repeat until quiet.
+        while !pendingFlush.isEmpty {
+            let batch = pendingFlush
+            pendingFlush.removeAll(keepingCapacity: true)
+            for stream in batch { stream.flushScheduled() }
+        }
+    }
+
     func track(_ object: DeadlineTracked) {
         tracked[ObjectIdentifier(object)] = object
     }
@@ -166,6 +180,7 @@ public final class EventLoop: @unchecked Sendable {
                       let handler = handlers[fd] else { continue }
                 handler.handleEvents(mask)
             }
+            flushPending()
             if now >= nextSweep {
                 nextSweep = now + sweepInterval
                 // Copy: a check may close its object, which untracks it.
@@ -184,9 +199,10 @@ public final class EventLoop: @unchecked Sendable {
                 list.removeAll(keepingCapacity: true)
                 return taken
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty { break }
             for job in batch { job() }
         }
+        flushPending()
     }
 }
 

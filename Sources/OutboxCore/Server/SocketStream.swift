@@ -152,7 +152,27 @@ final class SocketStream: EventHandler, DeadlineTracked {
 
     // MARK: Writing
 
-    /// Queues bytes; call ``flush()`` to send (so several pieces leave in one syscall).
+    private var flushIsScheduled = false
+
+    /// Sends queued output at the end of the loop's current tick, together with whatever
+    /// else this tick queues. Above the high-water mark it sends at once, to bound memory.
+    func flushSoon() {
+        if queuedOutputBytes >= SocketStream.highWater {
+            flush()
+            return
+        }
+        guard !flushIsScheduled, !isClosed else { return }
+        flushIsScheduled = true
+        loop.scheduleFlush(self)
+    }
+
+    /// Called by the loop for a ``flushSoon()``.
+    func flushScheduled() {
+        flushIsScheduled = false
+        flush()
+    }
+
+    /// Queues bytes; call ``flush()`` or ``flushSoon()`` to send.
     func enqueue(_ bytes: UnsafeRawBufferPointer) {
         output.append(contentsOf: bytes)
     }

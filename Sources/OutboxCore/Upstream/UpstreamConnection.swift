@@ -53,7 +53,7 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
         stream.withOutput { HTTPSerializer.writeRequestHead(head, into: &$0) }
         if bodyFraming == .none || bodyFraming == .contentLength(0) { markRequestComplete() }
         if state == .active {
-            stream.flush()
+            stream.flushSoon()
             if stream.unconsumedInputBytes > 0 { streamDidRead(stream) }
         }
     }
@@ -74,14 +74,14 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
         } else {
             stream.enqueue(bytes)
         }
-        if state == .active { stream.flush() }
+        if state == .active { stream.flushSoon() }
     }
 
     func finishBody(trailers: HTTPHeaders) {
         guard state != .closed else { return }
         if bodyChunked { stream.withOutput { HTTPSerializer.writeLastChunk(trailers: trailers, into: &$0) } }
         markRequestComplete()
-        if state == .active { stream.flush() }
+        if state == .active { stream.flushSoon() }
     }
 
     func pauseResponse() { stream.pauseReading() }
