@@ -73,7 +73,8 @@ final class SecureCall: UpstreamCall {
     private let transport: SecureTransport
     private let origin: Origin
     private let head: HTTPRequestHead
-    private weak var handler: UpstreamResponseHandler?
+    /// Strong until the exchange ends (every ending path sets it to nil).
+    private var handler: UpstreamResponseHandler?
     private var body = Data()
     private var task: URLSessionDataTask?
     private var suspended = false

@@ -129,7 +129,7 @@ final class UpstreamPool: UpstreamTransport {
 
 /// The call returned when connecting failed at once; its handler hears the failure next turn.
 private final class FailedCall: UpstreamCall {
-    private weak var handler: UpstreamResponseHandler?
+    private var handler: UpstreamResponseHandler?
     private let error: UpstreamError
 
     init(handler: UpstreamResponseHandler, error: UpstreamError) {
