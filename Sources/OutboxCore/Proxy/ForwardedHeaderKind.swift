@@ -8,6 +8,8 @@ enum ForwardedHeaderKind {
     case forwardedFor
     case forwardedProto
     case forwardedHost
+    /// `Outbox-*` control headers: read by the proxy, never forwarded (SPEC §4).
+    case control
 
     private static func bytes(_ text: StaticString) -> [UInt8] {
         Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
@@ -27,6 +29,10 @@ enum ForwardedHeaderKind {
     private static let transferEncodingName = bytes("transfer-encoding")
     private static let proxyAuthenticateName = bytes("proxy-authenticate")
     private static let proxyAuthorizationName = bytes("proxy-authorization")
+    private static let outboxTagName = bytes("outbox-tag")
+    private static let outboxModeName = bytes("outbox-mode")
+    private static let outboxPriorityName = bytes("outbox-priority")
+    private static let outboxDependsOnName = bytes("outbox-depends-on")
 
     /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
     /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
@@ -40,10 +46,13 @@ enum ForwardedHeaderKind {
         case 4: kind = matches(hostName) ? .host : .keep
         case 6: kind = matches(expectName) ? .expect : .keep
         case 7: kind = matches(trailerName) || matches(upgradeName) ? .hopByHop : .keep
-        case 10: kind = matches(connectionName) || matches(keepAliveName) ? .hopByHop : .keep
-        case 15: kind = matches(xForwardedForName) ? .forwardedFor : .keep
+        case 10: kind = matches(connectionName) || matches(keepAliveName) ? .hopByHop : matches(outboxTagName) ? .control : .keep
+        case 11: kind = matches(outboxModeName) ? .control : .keep
+        case 15: kind = matches(xForwardedForName) ? .forwardedFor : matches(outboxPriorityName) ? .control : .keep
         case 16: kind = matches(proxyConnectionName) ? .hopByHop : matches(xForwardedHostName) ? .forwardedHost : .keep
-        case 17: kind = matches(transferEncodingName) ? .hopByHop : matches(xForwardedProtoName) ? .forwardedProto : .keep
+        case 17:
+            kind = matches(transferEncodingName) ? .hopByHop : matches(xForwardedProtoName) ? .forwardedProto
+                : matches(outboxDependsOnName) ? .control : .keep
         case 18: kind = matches(proxyAuthenticateName) ? .hopByHop : .keep
         case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : .keep
         default: kind = .keep

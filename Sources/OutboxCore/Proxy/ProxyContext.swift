@@ -12,8 +12,19 @@ final class ProxyContext: Sendable {
     let logger: Logger
     let secureTransport: SecureTransportFactory
     let idempotencyHeader: String
+    /// The durable queue; nil runs Outbox as a plain proxy.
+    let queue: QueueGateway?
+    let queueMethods: Set<String>
+    let queueMethodList: String
+    let unavailableStatuses: Set<Int>
+    let adminPrefix: String
 
-    init(config: OutboxConfig, logger: Logger) {
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil) {
+        self.queue = queue
+        queueMethods = Set(config.queue.methods)
+        queueMethodList = config.queue.methods.joined(separator: ", ")
+        unavailableStatuses = Set(config.queue.unavailableStatuses)
+        adminPrefix = config.admin.pathPrefix
         upstream = config.upstream
         forwardProxy = config.forwardProxy
         parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,

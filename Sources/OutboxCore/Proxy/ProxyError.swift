@@ -11,6 +11,10 @@ enum ProxyError: Error, Equatable {
     case unavailable(String)
     case tooManyConnections
     case loopDetected
+    /// An idempotency key reused with another method, target or body.
+    case keyReused(String)
+    /// The queue cannot take more: `maxOperations` reached or the disk is full.
+    case insufficientStorage(String)
     case shuttingDown
 
     var status: Int {
@@ -31,6 +35,8 @@ enum ProxyError: Error, Equatable {
             }
         case .unavailable, .tooManyConnections, .shuttingDown: 503
         case .loopDetected: 508
+        case .keyReused: 422
+        case .insufficientStorage: 507
         }
     }
 
@@ -48,6 +54,8 @@ enum ProxyError: Error, Equatable {
         case 504: "gateway_timeout"
         case 505: "http_version_not_supported"
         case 508: "loop_detected"
+        case 422: "idempotency_key_reused"
+        case 507: "insufficient_storage"
         default: "error"
         }
     }
@@ -67,6 +75,8 @@ enum ProxyError: Error, Equatable {
         case .tooManyConnections: "too many connections (limits.maxConnections)"
         case .shuttingDown: "shutting down"
         case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
+        case .keyReused(let header): "\(header) was already used for a different request (method, target or body)"
+        case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One client request on its way to an origin and its response on the way back.
 ///
 /// Driven by two sides on one loop: the client connection feeds the request (head, body,
@@ -8,7 +10,9 @@ final class ProxyExchange: UpstreamResponseHandler {
     /// `draining`: the response is complete but the client is still sending the request body
     /// (the origin answered early); the rest of the body is read and dropped so the
     /// connection stays in sync for the next request.
-    enum Phase { case preparing, forwarding, responding, draining, finished }
+    /// `buffering`: a queueable request's body is read whole before anything is decided;
+    /// `storing`: waiting for the queue's fdatasync before answering 202.
+    enum Phase { case preparing, buffering, storing, forwarding, responding, draining, finished }
 
     /// Strong: the client drops its exchange on every ending path, which breaks the cycle.
     let client: ClientConnection
@@ -32,6 +36,12 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var chunkedToClient = false
     private var responseHasBody = true
     private var keepAlive: Bool
+    /// Set for a request the queue may store (method in `queue.methods`).
+    private var queueable = false
+    private var target = ""
+    private var control = ControlValues()
+    private var idempotencyKey = ""
+    private var fingerprint: [UInt8] = []
 
     private static let maxReplayableBody = 64 * 1024
 
@@ -46,7 +56,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// True while request body bytes should not be read from the client.
     var bodyPaused: Bool {
-        guard !requestComplete, phase != .draining else { return false }
+        guard !requestComplete, phase != .draining, phase != .buffering else { return false }
         guard let call else { return phase == .preparing }
         return !call.canAcceptBody
     }
@@ -69,6 +79,31 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.startTunnel(host: host, port: port, head: head)
         case .success(.origin(let origin, let target, _)):
             self.origin = origin
+            self.target = target
+            if let queue = client.context.queue {
+                switch ControlValues.parse(head.headers) {
+                case .failure(let error):
+                    fail(error)
+                    return
+                case .success(let values):
+                    control = values
+                }
+                if client.context.queueMethods.contains(head.method) {
+                    queueable = true
+                    phase = .buffering
+                    if sendContinue {
+                        sendContinue = false
+                        client.stream.enqueue(Self.continueBytes)
+                        client.stream.flushSoon()
+                    }
+                    if requestComplete { decideQueueable(queue) }
+                    return
+                }
+                if queue.forcedOffline || !queue.isOnline(origin) {
+                    fail(.unavailable("upstream \(origin) is offline; only \(client.context.queueMethodList) requests are queued"))
+                    return
+                }
+            }
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming)
             if origin.scheme == .https {
@@ -96,13 +131,14 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func beginCall() {
         guard let origin, let upstreamHead, let transport else { return }
         phase = .forwarding
-        let call = transport.startCall(to: origin, head: upstreamHead, bodyFraming: requestFraming, handler: self)
+        let framing = requestFramingOverride ?? requestFraming
+        let call = transport.startCall(to: origin, head: upstreamHead, bodyFraming: framing, handler: self)
         self.call = call
         if !bodyCopy.isEmpty {
             bodyCopy.withUnsafeBytes { call.sendBody($0) }
         }
         if requestComplete {
-            if requestFraming != .none && requestFraming != .contentLength(0) {
+            if framing != .none && framing != .contentLength(0) {
                 call.finishBody(trailers: bodyTrailers ?? HTTPHeaders())
             }
         } else if sendContinue {
@@ -110,7 +146,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.stream.enqueue(Self.continueBytes)
             client.stream.flushSoon()
         }
-        if bodyCopy.count > Self.maxReplayableBody || !bodyCopyValid {
+        // A queueable request keeps its whole body: a failed attempt turns into a stored one.
+        if !queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyValid) {
             bodyCopy = []
             bodyCopyValid = false
         }
@@ -121,6 +158,11 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
         guard phase != .finished, phase != .draining else { return }
+        if phase == .buffering {
+            // Bounded by queue.maxBodyBytes: the parser stops a longer body with 413.
+            bodyCopy.append(contentsOf: bytes)
+            return
+        }
         if bodyCopyValid {
             if bodyCopy.count + bytes.count <= Self.maxReplayableBody {
                 bodyCopy.append(contentsOf: bytes)
@@ -141,6 +183,10 @@ final class ProxyExchange: UpstreamResponseHandler {
             finish(status: responseStatus)
             return
         }
+        if phase == .buffering, let queue = client.context.queue {
+            decideQueueable(queue)
+            return
+        }
         guard phase == .forwarding || phase == .responding, let call else { return }
         if requestFraming != .none && requestFraming != .contentLength(0) {
             call.finishBody(trailers: trailers)
@@ -159,6 +205,20 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     func upstreamReceivedHead(_ upstream: HTTPResponseHead, framing: HTTPBodyFraming) {
         guard phase == .forwarding else { return }
+        if let queue = client.context.queue, let origin {
+            if client.context.unavailableStatuses.contains(upstream.status) {
+                queue.originUnreachable(origin, reason: "HTTP \(upstream.status)")
+                if queueable {
+                    // SPEC §4: an unavailable status means "unreachable": store instead of relaying.
+                    call?.cancel()
+                    call = nil
+                    store(queue)
+                    return
+                }
+            } else {
+                queue.originAnswered(origin)
+            }
+        }
         phase = .responding
         responseStatus = upstream.status
         var response = ProxyRules.clientResponseHead(upstream)
@@ -221,7 +281,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     func upstreamFailed(_ error: UpstreamError) {
-        guard phase == .forwarding || phase == .preparing || phase == .responding else { return }
+        guard phase == .forwarding || phase == .preparing || phase == .responding || phase == .buffering else { return }
         call = nil
         if phase == .responding {
             // Too late for an error status: the head is out. Closing tells the client the body is short.
@@ -238,12 +298,20 @@ final class ProxyExchange: UpstreamResponseHandler {
             return
         }
         client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
+        if let queue = client.context.queue, let origin, error.meansUnreachable {
+            queue.originUnreachable(origin, reason: error.summary)
+            if queueable {
+                store(queue)
+                return
+            }
+        }
         fail(.upstream(error))
     }
 
     /// Idempotent methods (RFC 9110 §9.2.2) and requests carrying an idempotency key may be
     /// sent twice; anything else might act twice at the origin.
     private var isReplayable: Bool {
+        if queueable { return true }  // it carries an idempotency key upstream
         switch head.method {
         case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
         default: return head.headers.contains(client.context.idempotencyHeader)
@@ -256,6 +324,149 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     func upstreamProcessedInput() {
         client.stream.flushSoon()
+    }
+
+    // MARK: Queueable requests (SPEC §4)
+
+    /// The whole request is here: answer from the idempotency record, store it, or forward it.
+    private func decideQueueable(_ queue: QueueGateway) {
+        guard let origin else { return }
+        let headerName = client.context.idempotencyHeader
+        switch head.headers.count(of: headerName) {
+        case 0:
+            idempotencyKey = UUID().uuidString.lowercased()
+        case 1:
+            idempotencyKey = head.headers.first(headerName) ?? ""
+            guard IdempotencyKey.isValid(idempotencyKey) else {
+                fail(.badRequest("\(headerName) must be 1 to 255 visible ASCII characters"))
+                return
+            }
+        default:
+            fail(.badRequest("several \(headerName) headers"))
+            return
+        }
+        fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
+        if let existing = queue.operation(withKey: idempotencyKey) {
+            guard existing.fingerprint == fingerprint else {
+                fail(.keyReused(headerName))
+                return
+            }
+            if existing.status == .completed, let stored = queue.completedResponse(of: existing.id) {
+                answerReplayed(stored, id: existing.id)
+            } else {
+                answerAccepted(existing)
+            }
+            return
+        }
+        var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
+                                                      clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count))
+        // Stored and replayed requests are framed by length; the key goes upstream on direct
+        // forwards too (SPEC §4), so a retry by the client is recognised by the origin.
+        upstream.headers.removeAll("Transfer-Encoding")
+        upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
+        upstream.headers.replaceOrAdd(headerName, idempotencyKey)
+        upstreamHead = upstream
+        requestFramingOverride = .contentLength(bodyCopy.count)
+        if queue.forcedOffline || control.queueOnly || !queue.isOnline(origin) || queue.hasQueued(origin) {
+            store(queue)
+            return
+        }
+        forwardBuffered()
+    }
+
+    private var requestFramingOverride: HTTPBodyFraming?
+
+    private func forwardBuffered() {
+        guard let origin else { return }
+        if origin.scheme == .https {
+            transport = client.context.secureTransport.transport(for: client.loop)
+            beginCall()
+            return
+        }
+        let pool = client.loopState.pool
+        transport = pool
+        if pool.isReady(origin) {
+            beginCall()
+        } else {
+            phase = .preparing
+            pool.prepare(origin) { [weak self] result in
+                guard let self, self.phase == .preparing else { return }
+                switch result {
+                case .success: self.beginCall()
+                case .failure(let error): self.upstreamFailed(error)
+                }
+            }
+        }
+    }
+
+    private func store(_ queue: QueueGateway) {
+        guard let origin, let upstreamHead else { return }
+        var dependsOn: UUID?
+        if let reference = control.dependsOn {
+            guard let resolved = queue.resolveDependency(reference) else {
+                fail(.badRequest("Outbox-Depends-On: no operation with id or key \(reference)"))
+                return
+            }
+            dependsOn = resolved
+        }
+        phase = .storing
+        let request = OperationRequest(
+            id: UUID(), origin: origin, method: head.method, target: upstreamHead.target,
+            headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: idempotencyKey,
+            fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
+            createdAt: WallClock.millis())
+        let bound = LoopBound(value: self, loop: client.loop)
+        queue.enqueue(request) { result in
+            bound.loop.execute { bound.value.storeFinished(result) }
+        }
+    }
+
+    private func storeFinished(_ result: Result<QueuedOperationInfo, EnqueueError>) {
+        // The client may have gone meanwhile: the operation is stored all the same.
+        guard phase == .storing else { return }
+        switch result {
+        case .success(let info): answerAccepted(info)
+        case .failure(.keyConflict): fail(.keyReused(client.context.idempotencyHeader))
+        case .failure(.full(let reason)), .failure(.storage(let reason)): fail(.insufficientStorage(reason))
+        }
+    }
+
+    /// `202 Accepted` with the operation's id and key (SPEC §4).
+    private func answerAccepted(_ info: QueuedOperationInfo) {
+        let id = info.id.uuidString.lowercased()
+        let body = JSON.object([
+            ("id", .string(id)), ("status", .string(info.status.rawValue)),
+            ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
+        ]).rendered() + "\n"
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("Content-Length", String(body.utf8.count))
+        headers.add("Location", "\(client.context.adminPrefix)/operations/\(id)")
+        headers.add("Outbox-Operation-Id", id)
+        headers.add(client.context.idempotencyHeader, info.idempotencyKey)
+        answer(HTTPResponseHead(status: 202, headers: headers), body: Array(body.utf8))
+    }
+
+    /// A completed operation's stored response, for a client repeating its key.
+    private func answerReplayed(_ stored: StoredResponse, id: UUID) {
+        var headers = stored.headers
+        headers.removeAll("Content-Length")
+        headers.removeAll("Transfer-Encoding")
+        headers.add("Content-Length", String(stored.body.count))
+        headers.add("Outbox-Operation-Id", id.uuidString.lowercased())
+        headers.add("Idempotent-Replayed", "true")
+        answer(HTTPResponseHead(status: stored.status, headers: headers), body: stored.body)
+    }
+
+    private func answer(_ response: HTTPResponseHead, body: [UInt8]) {
+        var response = response
+        if client.isDraining { keepAlive = false }
+        if !keepAlive { response.headers.add("Connection", "close") }
+        else if head.version == .http1_0 { response.headers.add("Connection", "keep-alive") }
+        client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
+        if head.method != "HEAD" { client.stream.enqueue(body) }
+        responseBytes = body.count
+        finish(status: response.status)
     }
 
     // MARK: Ending

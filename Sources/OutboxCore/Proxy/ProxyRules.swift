@@ -142,7 +142,7 @@ enum ProxyRules {
                     // Appended with ", " to what the client sent, as Go's reverseproxy does.
                     if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: [0x2C, 0x20]) }
                     forwardedFor.append(contentsOf: value)
-                case .hopByHop, .expect, .forwardedProto, .forwardedHost:
+                case .hopByHop, .expect, .forwardedProto, .forwardedHost, .control:
                     break
                 }
             }

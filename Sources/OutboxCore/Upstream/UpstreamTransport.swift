@@ -45,6 +45,14 @@ public enum UpstreamError: Error, Sendable, Equatable {
     /// The connection ended in the middle of a response body that was already being relayed.
     case truncated(String)
 
+    /// SPEC §4: refused/unresolvable, dropped before a complete head, or no head in time.
+    public var meansUnreachable: Bool {
+        switch self {
+        case .connectFailed, .noResponse, .responseTimeout: true
+        case .invalidResponse, .truncated: false
+        }
+    }
+
     /// True when the origin never received any byte of the request.
     public var neverSent: Bool {
         if case .connectFailed = self { return true }
