@@ -18,6 +18,9 @@ final class ProxyContext: Sendable {
     let queueMethodList: String
     let unavailableStatuses: Set<Int>
     let adminPrefix: String
+    /// The admin API; nil while no queue runs (the proxy then treats admin paths as traffic).
+    let admin: AdminAPI?
+    let adminGate: AdminGate
 
     init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil) {
         self.queue = queue
@@ -25,6 +28,11 @@ final class ProxyContext: Sendable {
         queueMethodList = config.queue.methods.joined(separator: ", ")
         unavailableStatuses = Set(config.queue.unavailableStatuses)
         adminPrefix = config.admin.pathPrefix
+        admin = (queue as? AdminQueueSource).map {
+            AdminAPI(queue: $0, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
+                     version: Outbox.version, startedAt: WallClock.millis())
+        }
+        adminGate = AdminGate(token: config.admin.token.map { Array($0.utf8) }, listenHost: config.listen.host)
         upstream = config.upstream
         forwardProxy = config.forwardProxy
         parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,

@@ -42,6 +42,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var control = ControlValues()
     private var idempotencyKey = ""
     private var fingerprint: [UInt8] = []
+    /// Set for a request to the admin API: the path below `admin.pathPrefix`.
+    private var adminPath: String?
 
     private static let maxReplayableBody = 64 * 1024
 
@@ -70,6 +72,16 @@ final class ProxyExchange: UpstreamResponseHandler {
                 return
             }
             sendContinue = head.version == .http1_1 && !requestComplete
+        }
+        if client.context.admin != nil, let path = AdminGate.subpath(of: head.target, prefix: client.context.adminPrefix) {
+            if let refusal = client.context.adminGate.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
+                answerAdmin(refusal, pretty: false)
+                return
+            }
+            adminPath = path
+            phase = .buffering
+            if requestComplete { runAdmin() }
+            return
         }
         switch ProxyRules.route(head, upstream: client.context.upstream, forwardProxy: client.context.forwardProxy) {
         case .failure(let error):
@@ -181,6 +193,10 @@ final class ProxyExchange: UpstreamResponseHandler {
         bodyTrailers = trailers
         if phase == .draining {
             finish(status: responseStatus)
+            return
+        }
+        if phase == .buffering, adminPath != nil {
+            runAdmin()
             return
         }
         if phase == .buffering, let queue = client.context.queue {
@@ -467,6 +483,35 @@ final class ProxyExchange: UpstreamResponseHandler {
         if head.method != "HEAD" { client.stream.enqueue(body) }
         responseBytes = body.count
         finish(status: response.status)
+    }
+
+    // MARK: Admin API
+
+    private func runAdmin() {
+        guard let admin = client.context.admin, let adminPath else { return }
+        phase = .storing
+        let (path, query) = AdminGate.split(adminPath)
+        let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
+                                   pretty: query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false))
+        let bound = LoopBound(value: self, loop: client.loop)
+        Task {
+            let response = await admin.handle(request)
+            bound.loop.execute {
+                guard bound.value.phase == .storing else { return }
+                bound.value.answerAdmin(response, pretty: request.pretty)
+            }
+        }
+    }
+
+    private func answerAdmin(_ response: AdminAPI.Response, pretty: Bool) {
+        let body = Array((response.body.rendered(pretty: pretty) + "\n").utf8)
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("Content-Length", String(body.count))
+        headers.add("Cache-Control", "no-store")
+        for (name, value) in response.extraHeaders { headers.add(name, value) }
+        if !requestComplete { keepAlive = false }
+        answer(HTTPResponseHead(status: response.status, headers: headers), body: body)
     }
 
     // MARK: Ending

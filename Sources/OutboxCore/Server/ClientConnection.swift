@@ -8,6 +8,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     let context: ProxyContext
     unowned(unsafe) let loopState: LoopState  // lives as long as the loop
     let peerText: String
+    let peerIsLoopback: Bool
     private var parser: HTTPRequestParser
     private var exchange: ProxyExchange?
     private var tunnel: Tunnel?
@@ -27,6 +28,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         self.loopState = loopState
         context = loopState.context
         peerText = peer.hostText
+        peerIsLoopback = peer.isLoopback
         stream = SocketStream(fd: fd, loop: loopState.loop)
         parser = HTTPRequestParser(limits: context.parserLimits)
         stream.delegate = self

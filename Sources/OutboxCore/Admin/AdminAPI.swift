@@ -1,0 +1,205 @@
+import Foundation
+
+/// What the admin API reads from the queue. The queue implements it; the admin code never
+/// touches storage files (STYLE: Admin → Queue, never → Storage).
+protocol AdminQueueSource: Sendable {
+    var connectivityMode: String { get }
+    var counts: [OperationStatus: Int] { get }
+    /// Seconds since the oldest not-finished operation was queued; nil when none is.
+    var oldestPendingAgeSeconds: Double? { get }
+    var origins: [Reachability.OriginStatus] { get }
+    /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
+    func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?)
+    /// One operation with its stored request read back from disk.
+    func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)?
+    /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.
+    func waitUntilDrained(timeoutSeconds: Double) async -> Bool
+    var maxRetries: Int { get }
+}
+
+/// An operation's index fields plus its latest state: what lists and details show.
+struct OperationSnapshot: Sendable {
+    var id: UUID
+    var origin: Origin
+    var method: String
+    var target: String
+    var idempotencyKey: String
+    var priority: OperationPriority
+    var tag: String?
+    var dependsOn: UUID?
+    var createdAt: Int64
+    var state: OperationState
+}
+
+/// One admin request, parsed: method, path below the prefix, query, body.
+struct AdminRequest: Sendable {
+    var method: String
+    var path: String
+    var query: [String: String]
+    var body: [UInt8]
+    /// `?pretty`, or a curl user agent (SPEC §5 is made for curl).
+    var pretty: Bool
+}
+
+/// The admin API (SPEC §5) as one route table and one error envelope. Issue 3 needs status,
+/// operations, one operation and drain; the rest of the table lands with the admin issue.
+struct AdminAPI: Sendable {
+    let queue: AdminQueueSource
+    let redactHeaders: Set<String>
+    let version: String
+    let startedAt: Int64
+
+    struct Response: Sendable {
+        var status: Int
+        var body: JSON
+        var extraHeaders: [(String, String)] = []
+    }
+
+    /// The route table: path → endpoint; each endpoint checks its own methods.
+    private enum Endpoint {
+        case status, operations, operation(String), drain
+
+        init?(_ parts: [Substring]) {
+            switch (parts.count, parts.first) {
+            case (1, "status"): self = .status
+            case (1, "operations"): self = .operations
+            case (2, "operations"): self = .operation(String(parts[1]))
+            case (1, "drain"): self = .drain
+            default: return nil
+            }
+        }
+    }
+
+    func handle(_ request: AdminRequest) async -> Response {
+        guard let endpoint = Endpoint(request.path.split(separator: "/", omittingEmptySubsequences: true)) else {
+            return error(404, "not_found", "no admin endpoint \(request.method) \(request.path)")
+        }
+        // Only GET so far; the admin issue adds the writing endpoints to this table.
+        guard request.method == "GET" || request.method == "HEAD" else { return methodNotAllowed("GET, HEAD") }
+        switch endpoint {
+        case .status:
+            return Response(status: 200, body: status())
+        case .operations:
+            return listOperations(request.query)
+        case .operation(let id):
+            guard let uuid = UUID(uuidString: id), let (snapshot, stored) = queue.detail(uuid) else {
+                return error(404, "not_found", "no operation \(id)")
+            }
+            return Response(status: 200, body: detail(snapshot, stored))
+        case .drain:
+            let timeout = Double(request.query["timeoutSeconds"] ?? "30")
+            guard let timeout, timeout >= 0, timeout <= 3600 else {
+                return error(400, "bad_request", "timeoutSeconds: expected a number of seconds from 0 to 3600")
+            }
+            let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
+            return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
+        }
+    }
+
+    private func status() -> JSON {
+        let now = WallClock.millis()
+        return .object([
+            ("connectivity", .string(queue.connectivityMode)),
+            ("origins", .array(queue.origins.map { origin in
+                .object([
+                    ("origin", .string(origin.origin.description)), ("online", .bool(origin.online)),
+                    ("pending", .int(queue.list(status: .pending, tag: nil, origin: origin.origin.description, after: nil, limit: Int.max).items.count)),
+                    ("lastError", .string(origin.lastError)),
+                    ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+                ])
+            })),
+            ("counts", .object(countMembers())),
+            ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
+            ("version", .string(version)),
+        ])
+    }
+
+    private func countMembers() -> [(String, JSON)] {
+        let counts = queue.counts
+        return OperationStatus.allCases.map { ($0.rawValue, .int(counts[$0] ?? 0)) }
+    }
+
+    private func listOperations(_ query: [String: String]) -> Response {
+        var status: OperationStatus?
+        if let text = query["status"], !text.isEmpty {
+            guard let parsed = OperationStatus(rawValue: text) else {
+                return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
+            }
+            status = parsed
+        }
+        let limit = Int(query["limit"] ?? "100") ?? -1
+        guard (1...1000).contains(limit) else { return error(400, "bad_request", "limit: expected an integer from 1 to 1000") }
+        var after: UUID?
+        if let text = query["after"], !text.isEmpty {
+            guard let cursor = UUID(uuidString: text) else { return error(400, "bad_request", "after: expected an operation id") }
+            after = cursor
+        }
+        let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], after: after, limit: limit)
+        return Response(status: 200, body: .object([
+            ("operations", .array(page.items.map { summary($0) })),
+            ("next", page.next.map { .string($0.uuidString.lowercased()) } ?? .null),
+        ]))
+    }
+
+    private func summary(_ op: OperationSnapshot) -> JSON {
+        .object(commonMembers(op))
+    }
+
+    private func commonMembers(_ op: OperationSnapshot) -> [(String, JSON)] {
+        [
+            ("id", .string(op.id.uuidString.lowercased())), ("method", .string(op.method)),
+            ("url", .string(op.origin.description + op.target)), ("origin", .string(op.origin.description)),
+            ("idempotencyKey", .string(op.idempotencyKey)), ("status", .string(op.state.status.rawValue)),
+            ("priority", .string(op.priority.name)), ("tag", .string(op.tag)),
+            ("dependsOn", op.dependsOn.map { .string($0.uuidString.lowercased()) } ?? .null),
+            ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
+            ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("retryCount", .int(op.state.retryCount)), ("maxRetries", .int(queue.maxRetries)),
+            ("nextAttemptAt", op.state.nextAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("lastError", .string(op.state.lastError)),
+        ]
+    }
+
+    private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {
+        var members = commonMembers(op)
+        members.insert(("headers", headers(stored.headers)), at: 5)
+        members.insert(body(stored.body), at: 6)
+        members.append(("response", op.state.response.map { responseDocument($0) } ?? .null))
+        members.append(("conflict", op.state.conflict.map { responseDocument($0) } ?? .null))
+        return .object(members)
+    }
+
+    /// `[name, value]` pairs in order; listed names shown as "[redacted]" (SPEC §5). The stored
+    /// request keeps the real values for replay.
+    private func headers(_ headers: HTTPHeaders) -> JSON {
+        .array(headers.map { field in
+            .array([.string(field.name), .string(redactHeaders.contains(field.name.lowercased()) ? "[redacted]" : field.value)])
+        })
+    }
+
+    private func body(_ bytes: [UInt8]) -> (String, JSON) {
+        if let text = String(validating: bytes, as: UTF8.self) { return ("body", .string(text)) }
+        return ("bodyBase64", .string(Data(bytes).base64EncodedString()))
+    }
+
+    private func responseDocument(_ response: StoredResponse) -> JSON {
+        let (key, value) = body(response.body)
+        return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
+    }
+
+    private func methodNotAllowed(_ allow: String) -> Response {
+        var response = error(405, "method_not_allowed", "use \(allow)")
+        response.extraHeaders = [("Allow", allow)]
+        return response
+    }
+
+    func error(_ status: Int, _ code: String, _ message: String) -> Response {
+        AdminAPI.errorResponse(status, code, message)
+    }
+
+    /// The one error envelope (SPEC §5), shared with the proxy's own errors.
+    static func errorResponse(_ status: Int, _ code: String, _ message: String) -> Response {
+        Response(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
+    }
+}
