@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+@testable import OutboxCore
+
+@Suite("Control headers: Outbox-Priority, -Tag, -Depends-On, -Mode")
+struct ControlHeadersTests {
+    @Test("absent headers give the defaults")
+    func defaults() throws {
+        let parsed = try ControlHeaders(parsing: ["Host": "a", "Content-Type": "text/plain"])
+        #expect(parsed == ControlHeaders(priority: .normal, tag: nil, dependsOn: nil, forceQueue: false))
+    }
+
+    @Test("valid values are parsed, names and keywords case-insensitively")
+    func validValues() throws {
+        let id = "0F8E4C1A-1111-4222-8333-444455556666"
+        let parsed = try ControlHeaders(parsing: [
+            "outbox-priority": "CRITICAL", "OUTBOX-TAG": "nightly import #3", "Outbox-Depends-On": id, "Outbox-Mode": "Queue",
+        ])
+        #expect(parsed.priority == .critical)
+        #expect(parsed.tag == "nightly import #3")
+        #expect(parsed.dependsOn == id)
+        #expect(parsed.dependsOnOperationID == UUID(uuidString: id))
+        #expect(parsed.forceQueue)
+    }
+
+    @Test("every priority keyword is accepted", arguments: OperationPriority.allCases)
+    func priorities(priority: OperationPriority) throws {
+        #expect(try ControlHeaders(parsing: ["Outbox-Priority": priority.name]).priority == priority)
+    }
+
+    @Test("an idempotency key is kept raw as the dependency")
+    func dependsOnKey() throws {
+        let parsed = try ControlHeaders(parsing: ["Outbox-Depends-On": "order-42"])
+        #expect(parsed.dependsOn == "order-42")
+        #expect(parsed.dependsOnOperationID == nil)
+    }
+
+    @Test("boundary lengths: 128-character tag and 255-character dependency are accepted")
+    func boundaryLengths() throws {
+        let parsed = try ControlHeaders(parsing: [
+            "Outbox-Tag": String(repeating: "t", count: 128), "Outbox-Depends-On": String(repeating: "k", count: 255),
+        ])
+        #expect(parsed.tag?.count == 128)
+        #expect(parsed.dependsOn?.count == 255)
+    }
+
+    @Test("invalid values are refused naming header and value", arguments: [
+        ("Outbox-Priority", "urgent"), ("Outbox-Priority", ""), ("Outbox-Priority", "1"),
+        ("Outbox-Tag", ""), ("Outbox-Tag", String(repeating: "t", count: 129)), ("Outbox-Tag", "caf\u{E9}"),
+        ("Outbox-Tag", "a\tb"),
+        ("Outbox-Depends-On", ""), ("Outbox-Depends-On", "a b"), ("Outbox-Depends-On", String(repeating: "k", count: 256)),
+        ("Outbox-Mode", "forward"), ("Outbox-Mode", ""),
+    ])
+    func invalidValues(name: String, value: String) {
+        #expect(throws: ControlHeaderError.invalidValue(header: name, value: value)) {
+            try ControlHeaders(parsing: HTTPHeaders([(name: name, value: value)]))
+        }
+        let error = ControlHeaderError.invalidValue(header: name, value: value)
+        #expect(error.message.contains(name))
+        #expect(error.message.contains("\"\(value)\""))
+    }
+
+    @Test("a header given twice is refused, even with equal values", arguments: [
+        "Outbox-Priority", "Outbox-Tag", "Outbox-Depends-On", "Outbox-Mode",
+    ])
+    func repeatedHeader(name: String) {
+        let value = name == "Outbox-Priority" ? "high" : "queue"
+        #expect(throws: ControlHeaderError.repeated(header: name)) {
+            try ControlHeaders(parsing: HTTPHeaders([(name: name, value: value), (name: name.uppercased(), value: value)]))
+        }
+    }
+
+    @Test("the stripped names remove every control header and Outbox-Attempt, nothing else")
+    func strippedNames() {
+        var headers: HTTPHeaders = [
+            "Host": "a", "Outbox-Priority": "high", "outbox-tag": "t", "Outbox-Depends-On": "k",
+            "Outbox-Mode": "queue", "Outbox-Attempt": "9", "Outbox-Other": "kept",
+        ]
+        headers.removeAll(lowercasedNames: ControlHeaders.strippedNames)
+        #expect(headers == ["Host": "a", "Outbox-Other": "kept"])
+    }
+}

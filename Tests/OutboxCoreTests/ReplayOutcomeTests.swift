@@ -1,0 +1,159 @@
+import Testing
+@testable import OutboxCore
+
+@Suite("Replay outcomes and operation state transitions")
+struct ReplayOutcomeTests {
+    static let retryable = Set(OutboxConfig.Retry().retryableStatuses)
+
+    static func response(_ status: Int, headers: HTTPHeaders = [:]) -> StoredResponse {
+        StoredResponse(status: status, headers: headers, body: Array("body \(status)".utf8))
+    }
+
+    enum Kind: String { case completed, conflict, retry, failed }
+
+    static func kind(_ outcome: AttemptOutcome) -> Kind {
+        switch outcome {
+        case .completed: .completed
+        case .conflict: .conflict
+        case .retry: .retry
+        case .failed: .failed
+        }
+    }
+
+    @Test("an upstream status maps to the SPEC §4 outcome", arguments: [
+        (200, Kind.completed), (201, .completed), (204, .completed), (301, .completed), (304, .completed),
+        (409, .conflict),
+        (408, .retry), (425, .retry), (429, .retry), (500, .retry), (502, .retry), (503, .retry), (504, .retry),
+        (400, .failed), (401, .failed), (404, .failed), (422, .failed), (501, .failed), (505, .failed), (101, .failed),
+    ])
+    func statusOutcome(status: Int, expected: Kind) {
+        #expect(Self.kind(AttemptOutcome(response: Self.response(status), retryableStatuses: Self.retryable)) == expected)
+    }
+
+    @Test("a transport failure is retried")
+    func transportFailureIsRetried() {
+        #expect(AttemptOutcome(transportFailure: "connect failed: refused") == .retry(error: "connect failed: refused"))
+    }
+
+    @Test("only configured statuses are retried, and 409 stays a conflict even if configured")
+    func retryableStatusesComeFromConfig() {
+        #expect(Self.kind(AttemptOutcome(response: Self.response(503), retryableStatuses: [429])) == .failed)
+        #expect(Self.kind(AttemptOutcome(response: Self.response(418), retryableStatuses: [418])) == .retry)
+        #expect(Self.kind(AttemptOutcome(response: Self.response(409), retryableStatuses: [409])) == .conflict)
+    }
+
+    /// Runs the replayer's state machine over a scripted list of upstream statuses, starting
+    /// each attempt when the previous backoff has elapsed; returns the final state and the
+    /// number of attempts made.
+    static func replay(_ statuses: [Int], policy: RetryPolicy, retryAfter: Double? = nil) -> (OperationState, Int, [Int64]) {
+        var random = ReplayTestRandom(seed: 7)
+        var state = OperationState()
+        var now: Int64 = 1_000_000
+        var attempts = 0
+        var waits: [Int64] = []
+        for status in statuses where !state.status.isFinished {
+            if let next = state.nextAttemptAt {
+                waits.append(next - now)
+                now = next
+            }
+            state = ReplayTransition.startAttempt(current: state, now: now)
+            attempts += 1
+            let outcome = AttemptOutcome(response: response(status), retryableStatuses: policy.retryableStatuses)
+            state = ReplayTransition.nextState(current: state, outcome: outcome, now: now, policy: policy,
+                                               retryAfter: retryAfter, random: &random)
+        }
+        return (state, attempts, waits)
+    }
+
+    @Test("503, 503, 201 completes after three attempts with two retries")
+    func completesAfterTwoRetries() {
+        let policy = RetryPolicy(OutboxConfig.Retry(preset: .linear))
+        let (state, attempts, waits) = Self.replay([503, 503, 201, 500], policy: policy)
+        #expect(state.status == .completed)
+        #expect(attempts == 3)
+        #expect(state.retryCount == 2)
+        #expect(state.response == Self.response(201))
+        #expect(state.lastError == nil)
+        #expect(state.nextAttemptAt == nil)
+        #expect(waits == [5000, 5000])
+    }
+
+    @Test("retries exhausted after 1 + maxRetries attempts fail the operation")
+    func retriesExhaustedFails() {
+        var config = OutboxConfig.Retry(preset: .immediate)
+        config.maxRetries = 3
+        let (state, attempts, _) = Self.replay(Array(repeating: 503, count: 10), policy: RetryPolicy(config))
+        #expect(attempts == 4)
+        #expect(state.status == .failed)
+        #expect(state.retryCount == 3)
+        #expect(state.lastError == "HTTP 503 (retries exhausted)")
+        #expect(state.nextAttemptAt == nil)
+    }
+
+    @Test("maxRetries 0 fails on the first retryable outcome")
+    func zeroRetriesFailsAtOnce() {
+        var config = OutboxConfig.Retry()
+        config.maxRetries = 0
+        let (state, attempts, _) = Self.replay([503, 201], policy: RetryPolicy(config))
+        #expect(attempts == 1)
+        #expect(state.status == .failed)
+    }
+
+    @Test("Retry-After wins over the backoff delay")
+    func retryAfterWins() {
+        let policy = RetryPolicy(OutboxConfig.Retry(preset: .linear))
+        let (_, _, waits) = Self.replay([429, 429, 200], policy: policy, retryAfter: 0.25)
+        #expect(waits == [250, 250])
+    }
+
+    @Test("jittered backoff waits stay within 50–150 % of the nominal delays")
+    func jitteredBackoffWaits() {
+        let policy = RetryPolicy(OutboxConfig.Retry())
+        let (state, _, waits) = Self.replay([503, 503, 503, 503, 503, 200], policy: policy)
+        #expect(state.status == .completed)
+        #expect(waits.count == 5)
+        for (index, wait) in waits.enumerated() {
+            let nominal = policy.nominalDelay(beforeRetry: index + 1) * 1000
+            #expect(Double(wait) >= nominal * 0.5 && Double(wait) <= nominal * 1.5 + 1)
+        }
+    }
+
+    @Test("409 keeps the response as conflict data, other statuses fail with HTTP n")
+    func conflictAndFailure() {
+        let policy = RetryPolicy(OutboxConfig.Retry())
+        let (conflict, _, _) = Self.replay([409], policy: policy)
+        #expect(conflict.status == .conflict)
+        #expect(conflict.conflict == Self.response(409))
+        #expect(conflict.response == nil)
+        let (failed, attempts, _) = Self.replay([400, 200], policy: policy)
+        #expect(failed.status == .failed)
+        #expect(failed.lastError == "HTTP 400")
+        #expect(attempts == 1)
+    }
+
+    @Test("starting an attempt marks it in progress at now and clears the backoff")
+    func startAttempt() {
+        let state = ReplayTransition.startAttempt(current: OperationState(retryCount: 2, nextAttemptAt: 50), now: 60)
+        #expect(state == OperationState(status: .inProgress, retryCount: 2, lastAttemptAt: 60, nextAttemptAt: nil))
+    }
+
+    @Test("operations older than the TTL that are not finished expire", arguments: [
+        (OperationStatus.pending, 10_001 as Int64, true),
+        (.inProgress, 10_001, true),
+        (.pending, 10_000, false),
+        (.completed, 99_999, false),
+        (.failed, 99_999, false),
+        (.conflict, 99_999, false),
+    ])
+    func ttlExpiry(status: OperationStatus, age: Int64, expires: Bool) {
+        let createdAt: Int64 = 1_000
+        let state = OperationState(status: status, nextAttemptAt: 5_000)
+        let expired = ReplayTransition.expire(current: state, createdAt: createdAt, now: createdAt + age, ttlSeconds: 10)
+        #expect((expired != nil) == expires)
+        if let expired {
+            #expect(expired.status == .failed)
+            #expect(expired.lastError == "expired")
+            #expect(expired.nextAttemptAt == nil)
+        }
+    }
+}
