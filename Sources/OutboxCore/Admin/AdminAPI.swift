@@ -8,6 +8,8 @@ protocol AdminQueueSource: Sendable {
     /// Seconds since the oldest not-finished operation was queued; nil when none is.
     var oldestPendingAgeSeconds: Double? { get }
     var origins: [Reachability.OriginStatus] { get }
+    /// Pending and in-progress operations of one origin.
+    func unfinishedCount(origin: Origin) -> Int
     /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
     func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?)
     /// One operation with its stored request read back from disk.
@@ -103,7 +105,7 @@ struct AdminAPI: Sendable {
             ("origins", .array(queue.origins.map { origin in
                 .object([
                     ("origin", .string(origin.origin.description)), ("online", .bool(origin.online)),
-                    ("pending", .int(queue.list(status: .pending, tag: nil, origin: origin.origin.description, after: nil, limit: Int.max).items.count)),
+                    ("pending", .int(queue.unfinishedCount(origin: origin.origin))),
                     ("lastError", .string(origin.lastError)),
                     ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
                 ])
