@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stddef.h>
 
 // epoll_event is packed on x86_64; these accessors keep Swift away from the layout.
 static inline uint64_t csystem_epoll_event_data(const struct epoll_event *event) { return event->data.u64; }
@@ -25,5 +26,14 @@ static inline int csystem_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 
 // accept4 needs _GNU_SOURCE, which Swift's Glibc module is not built with.
 int csystem_accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
+
+// CRC-32C (Castagnoli). `crc` is the value returned for the bytes before `data` (0 to start),
+// so a checksum can be computed over several pieces. Uses the SSE4.2 `crc32` instruction when
+// the CPU has it (checked once at run time), else a portable table-driven loop.
+uint32_t csystem_crc32c(uint32_t crc, const void *data, size_t length);
+// The table-driven implementation, always; tests compare it with the hardware one.
+uint32_t csystem_crc32c_portable(uint32_t crc, const void *data, size_t length);
+// 1 when `csystem_crc32c` uses the hardware instruction.
+int csystem_crc32c_hardware(void);
 
 #endif

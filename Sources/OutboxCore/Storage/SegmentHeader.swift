@@ -1,0 +1,51 @@
+/// The first 32 bytes of every segment file, so that a stray file is never read as a log:
+///
+/// ```
+///  0         6         8         12           16              28        32
+///  +---------+---------+---------+------------+---------------+---------+
+///  | "OBXLOG"| version | segment | generation | reserved (0)  | crc32c  |
+///  +---------+---------+---------+------------+---------------+---------+
+///             u16 = 1    u32       u32                          over 0..<28
+/// ```
+struct SegmentHeader: Equatable {
+    static let size = 32
+    static let version: UInt16 = 1
+    private static let magic = Array("OBXLOG".utf8)
+
+    var segment: UInt32
+    var generation: UInt32
+
+    func encoded() -> [UInt8] {
+        var writer = ByteWriter(capacity: Self.size)
+        writer.bytes.append(contentsOf: Self.magic)
+        writer.u16(Self.version)
+        writer.u32(segment)
+        writer.u32(generation)
+        writer.bytes.append(contentsOf: [UInt8](repeating: 0, count: 12))
+        let checksum = writer.bytes.withUnsafeBytes { CRC32C.checksum($0) }
+        writer.u32(checksum)
+        return writer.bytes
+    }
+
+    /// The header in `bytes`, or nil when the magic, version or checksum is wrong.
+    init?(decoding bytes: UnsafeRawBufferPointer) {
+        guard bytes.count >= Self.size, Array(bytes[0..<6]) == Self.magic else { return nil }
+        var reader = ByteReader(bytes)
+        do {
+            try reader.skip(6)
+            guard try reader.u16() == Self.version else { return nil }
+            segment = try reader.u32()
+            generation = try reader.u32()
+            try reader.skip(12)
+            let checksum = try reader.u32()
+            guard CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<28])) == checksum else { return nil }
+        } catch {
+            return nil
+        }
+    }
+
+    init(segment: UInt32, generation: UInt32) {
+        self.segment = segment
+        self.generation = generation
+    }
+}

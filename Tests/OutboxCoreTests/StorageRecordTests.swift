@@ -1,0 +1,107 @@
+import CSystem
+import Foundation
+@testable import OutboxCore
+import Testing
+
+@Suite struct StorageRecordTests {
+    @Test func crc32cMatchesTheCastagnoliCheckValue_InBothImplementations() {
+        let check = Array("123456789".utf8)
+        check.withUnsafeBytes { raw in
+            #expect(csystem_crc32c(0, raw.baseAddress, raw.count) == 0xE306_9283)
+            #expect(csystem_crc32c_portable(0, raw.baseAddress, raw.count) == 0xE306_9283)
+        }
+    }
+
+    @Test func hardwareAndPortableCRCAgree_AtEveryLengthAndAlignment() {
+        let bytes = (0..<600).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) }
+        bytes.withUnsafeBytes { raw in
+            for start in 0..<9 {
+                for length in stride(from: 0, to: raw.count - start, by: 37) {
+                    let base = raw.baseAddress.map { $0 + start }
+                    #expect(csystem_crc32c(0, base, length) == csystem_crc32c_portable(0, base, length))
+                }
+            }
+            // A checksum computed in two pieces equals the one over the whole.
+            let whole = csystem_crc32c(0, raw.baseAddress, raw.count)
+            let first = csystem_crc32c(0, raw.baseAddress, 123)
+            #expect(csystem_crc32c(first, raw.baseAddress.map { $0 + 123 }, raw.count - 123) == whole)
+        }
+    }
+
+    @Test func everyRecordTypeRoundTripsThroughTheLog_AndRecoveryKeepsTheLatestState() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, recovered) = try StorageSamples.open(directory)
+        #expect(recovered.isEmpty)
+        var request = StorageSamples.request(1, bodySize: 3000)
+        request.tag = "batch-7"
+        request.dependsOn = UUID()
+        request.priority = .critical
+        request.headers.add("X-Dup", "a")
+        request.headers.add("X-Dup", "b")
+        let response = StoredResponse(status: 201, headers: [("Content-Type", "text/plain"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")],
+                                      body: Array("créé".utf8) + [0, 255, 10])
+        let conflict = StoredResponse(status: 409, headers: ["X": "y"], body: Array("{\"conflict\":true}".utf8))
+        let completed = OperationState(status: .completed, retryCount: 3, lastAttemptAt: 5, nextAttemptAt: 9,
+                                       lastError: "upstream said 503", response: response, conflict: nil)
+        let conflicted = OperationState(status: .conflict, retryCount: 1, lastAttemptAt: 6, conflict: conflict)
+        let other = StorageSamples.request(2)
+        let doomed = StorageSamples.request(3)
+
+        let createdAt = try await log.append(.created(request, OperationState()))
+        let completedAt = try await log.append(.updated(request.id, completed))
+        let otherAt = try await log.append(.created(other, OperationState(status: .inProgress, lastAttemptAt: 1)))
+        let conflictAt = try await log.append(.updated(other.id, conflicted))
+        _ = try await log.append(.created(doomed, OperationState()))
+        let deletedAt = try await log.append(.deleted(doomed.id))
+
+        #expect(try log.readRequest(at: createdAt) == request)
+        #expect(try log.readState(at: createdAt) == OperationState())
+        #expect(try log.readState(at: completedAt) == completed)
+        #expect(try log.readState(at: conflictAt) == conflicted)
+        #expect(try log.readRecord(at: deletedAt) == .deleted(doomed.id))
+        #expect(throws: StorageError.self) { try log.readRequest(at: completedAt) }
+        log.close()
+
+        let (reopened, again) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(again.map(\.request.id) == [request.id, other.id])
+        let first = try #require(again.first)
+        #expect(first.request == OperationSummary(request))
+        #expect(first.createdAt == createdAt)
+        #expect(first.stateAt == completedAt)
+        // Bodies stay on disk: the recovered state says what it is, the location has the rest.
+        var light = completed
+        light.response = nil
+        #expect(first.state == light)
+        #expect(try reopened.readState(at: completedAt) == completed)
+        #expect(try reopened.readRequest(at: first.createdAt) == request)
+        #expect(again.last?.state.status == .conflict)
+        #expect(again.last?.stateAt == conflictAt)
+        #expect(again.last?.createdAt == otherAt)
+    }
+
+    @Test func segmentNamesSortAndParseBack_AndStrayNamesAreRejected() {
+        #expect(SegmentName(segment: 1, generation: 0).fileName == "00000001.log")
+        #expect(SegmentName(segment: 12, generation: 3).fileName == "00000012.3.log")
+        #expect(SegmentName(fileName: "00000012.3.log") == SegmentName(segment: 12, generation: 3))
+        #expect(SegmentName(fileName: "00000012.log") == SegmentName(segment: 12, generation: 0))
+        for stray in ["junk.log", "0001.log", "00000001.log.tmp", "00000001.0.log", "00000001.x.log", "00000001.txt", "+0000001.log"] {
+            #expect(SegmentName(fileName: stray) == nil, "\(stray)")
+        }
+    }
+
+    @Test func filesAreCreated0600InA0700Directory() throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        log.close()
+        var info = stat()
+        #expect(stat(directory.logPath, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o700)
+        let names = try directory.fileNames()
+        #expect(names == ["00000001.log"])
+        for name in names {
+            #expect(stat(directory.logPath + "/" + name, &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o600)
+        }
+    }
+}

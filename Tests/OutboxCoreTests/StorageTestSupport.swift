@@ -1,0 +1,92 @@
+import Foundation
+import Glibc
+@testable import OutboxCore
+import Synchronization
+
+/// A fresh directory for one storage test, removed with its content on deinit.
+final class StorageTestDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/outbox-storage-XXXXXX").utf8CString)
+        let created: String? = template.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress, let result = mkdtemp(base) else { return nil }
+            return String(cString: result)
+        }
+        guard let created else { throw StorageTestFailure("mkdtemp failed") }
+        path = created
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// The log's own directory inside the temp dir (so that `open` creates it).
+    var logPath: String { path + "/log" }
+
+    func segmentPath(_ segment: Int, generation: Int = 0) -> String {
+        logPath + "/" + SegmentName(segment: UInt32(segment), generation: UInt32(generation)).fileName
+    }
+
+    func bytes(of file: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: file) else { throw StorageTestFailure("cannot read \(file)") }
+        return [UInt8](data)
+    }
+
+    func write(_ bytes: [UInt8], to file: String) throws {
+        guard FileManager.default.createFile(atPath: file, contents: Data(bytes), attributes: [.posixPermissions: 0o600]) else {
+            throw StorageTestFailure("cannot write \(file)")
+        }
+    }
+
+    func fileNames() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: logPath).sorted()
+    }
+}
+
+struct StorageTestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Collects log lines so tests can assert on `storage_truncated` and friends.
+final class StorageLogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var logger: Logger {
+        Logger(level: .debug, clock: { 0 }, sink: { [self] line in self.lines.withLock { $0.append(line) } })
+    }
+
+    var all: [String] { lines.withLock { $0 } }
+
+    func containing(_ text: String) -> [String] { all.filter { $0.contains(text) } }
+}
+
+enum StorageSamples {
+    static let origin = Origin(scheme: .http, host: "api.example.test", port: 8080)
+
+    /// A request whose body is `bodySize` bytes derived from `index`, so every record differs.
+    static func request(_ index: Int, bodySize: Int = 64) -> OperationRequest {
+        let body = (0..<bodySize).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+        return OperationRequest(
+            id: UUID(), origin: origin, method: "POST", target: "/v1/items/\(index)",
+            headers: [("Host", "api.example.test:8080"), ("Content-Type", "application/json"), ("X-Index", String(index))],
+            body: body, idempotencyKey: "key-\(index)", fingerprint: [UInt8](repeating: UInt8(index & 0xFF), count: 32),
+            priority: .normal, tag: nil, dependsOn: nil, createdAt: 1_700_000_000_000 + Int64(index))
+    }
+
+    static func open(_ directory: StorageTestDirectory, options: OperationLog.Options = .init(),
+                     lines: StorageLogLines = StorageLogLines()) throws -> (OperationLog, [RecoveredOperation]) {
+        try OperationLog.open(directory: directory.logPath, options: options, logger: lines.logger)
+    }
+
+    /// Appends `count` created records one by one; returns requests and their locations.
+    static func fill(_ log: OperationLog, count: Int, bodySize: Int = 64) async throws -> [(OperationRequest, RecordLocation)] {
+        var written: [(OperationRequest, RecordLocation)] = []
+        for index in 0..<count {
+            let request = request(index, bodySize: bodySize)
+            written.append((request, try await log.append(.created(request, OperationState()))))
+        }
+        return written
+    }
+}
