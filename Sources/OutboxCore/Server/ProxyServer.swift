@@ -22,11 +22,20 @@ public final class ProxyServer: @unchecked Sendable {
     private let drained = DispatchSemaphore(value: 0)
 
     /// - Parameter loopCount: event loop threads; defaults to the number of CPU cores.
-    public init(config: OutboxConfig, logger: Logger, loopCount: Int? = nil) {
+    /// - Parameter queue: the durable queue; nil runs a plain proxy.
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, loopCount: Int? = nil) {
         self.config = config
-        context = ProxyContext(config: config, logger: logger)
+        context = ProxyContext(config: config, logger: logger, queue: queue)
         self.loopCount = max(1, loopCount ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
+
+    /// A plain proxy, without a queue.
+    public convenience init(config: OutboxConfig, logger: Logger, loopCount: Int? = nil) {
+        self.init(config: config, logger: logger, queue: nil, loopCount: loopCount)
+    }
+
+    /// One-shot exchanges on this server's loops (replays, probes). Valid after `start()`.
+    var upstreamClient: UpstreamClient { UpstreamClient(loops: states) }
 
     /// Binds the listen address and starts the loops. Returns the bound host and port.
     public func start() throws(SystemError) -> (host: String, port: Int) {
