@@ -38,10 +38,15 @@ case .serve(let options):
     }
     let logger = Logger(level: config.logLevel)
     if let problem = DataDirectory.prepare(config.dataDirectory) { fail(problem, code: 1) }
-    let server = ProxyServer(config: config, logger: logger)
+    let service: OutboxService
+    do {
+        service = try OutboxService(config: config, logger: logger)
+    } catch {
+        fail("cannot open the queue in \(config.dataDirectory): \(error)", code: 1)
+    }
     let address: (host: String, port: Int)
     do {
-        address = try server.start()
+        address = try service.start()
     } catch {
         fail("cannot listen on \(config.listen): \(error)", code: 1)
     }
@@ -51,7 +56,7 @@ case .serve(let options):
     logger.info("started", ["version": Outbox.version, "upstream": config.upstream?.description ?? "-"])
     let received = TerminationSignals.wait()
     logger.info("stopping", ["signal": received == SIGTERM ? "TERM" : "INT"])
-    let clean = server.shutdown(timeout: config.limits.shutdownTimeoutSeconds)
+    let clean = service.stop(timeout: config.limits.shutdownTimeoutSeconds)
     logger.info("stopped", ["clean": String(clean)])
     exit(0)
 }

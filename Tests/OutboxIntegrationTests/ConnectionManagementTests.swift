@@ -73,11 +73,14 @@ struct ConnectionManagementTests {
     }
 
     /// The origin closes a kept-alive connection just as the proxy reuses it; the request on it
-    /// was never answered, so an idempotent one is sent again on a fresh connection.
+    /// was never answered, so an idempotent one is sent again on a fresh connection. A
+    /// queueable POST always carries an idempotency key upstream (Outbox adds one), so it is
+    /// safe to repeat too; LOCK (neither idempotent nor queueable) is not.
     @Test(arguments: [
         ("GET", "", true),
         ("POST", "Idempotency-Key: k-1\r\nContent-Length: 2\r\n", true),
-        ("POST", "Content-Length: 2\r\n", false),
+        ("POST", "Content-Length: 2\r\n", true),
+        ("LOCK", "Content-Length: 2\r\n", false),
     ])
     func requestOnAStalePooledConnection(method: String, extraHeaders: String, retried: Bool) async throws {
         let upstream = try TestUpstream { request in
@@ -87,7 +90,7 @@ struct ConnectionManagementTests {
         let client = try outbox.connect()
         try client.send("GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
         #expect(try client.readResponse().bodyText == "answer 0")
-        let body = method == "POST" ? "hi" : ""
+        let body = method == "GET" ? "" : "hi"
         try client.send("\(method) /stale HTTP/1.1\r\nHost: h\r\n\(extraHeaders)\r\n\(body)")
         let response = try client.readResponse(to: method)
         let requests = upstream.requests
@@ -100,7 +103,7 @@ struct ConnectionManagementTests {
         } else {
             // Not safe to repeat: the origin may have acted on it. SPEC §4 calls this unreachable.
             expectErrorResponse(response, status: 503, from: outbox)
-            #expect(upstream.requests.count == 2, "a POST without an idempotency key was sent twice")
+            #expect(upstream.requests.count == 2, "a non-idempotent request without an idempotency key was sent twice")
         }
     }
 

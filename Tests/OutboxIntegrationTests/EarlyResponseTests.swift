@@ -29,7 +29,11 @@ struct EarlyResponseTests {
 
     @Test func answerBeforeTheBodyIsRelayedAndTheClientConnectionStaysUsable() async throws {
         let origin = try Self.earlyAnsweringOrigin()
-        let outbox = try await OutboxProcess.start(upstream: "http://127.0.0.1:\(origin.port)")
+        // POST is not queueable here: a queueable body is read whole before forwarding, so
+        // only a streamed one can be answered early.
+        let outbox = try await OutboxProcess.start(upstream: "http://127.0.0.1:\(origin.port)", config: """
+            {"queue": {"methods": ["PATCH"]}}
+            """)
         let client = try outbox.connect()
         let half = String(repeating: "a", count: 50_000)
         try client.send("POST /early HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n" + half)

@@ -377,10 +377,13 @@ final class ProxyExchange: UpstreamResponseHandler {
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                       clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count))
         // Stored and replayed requests are framed by length; the key goes upstream on direct
-        // forwards too (SPEC §4), so a retry by the client is recognised by the origin.
-        upstream.headers.removeAll("Transfer-Encoding")
-        upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
-        upstream.headers.replaceOrAdd(headerName, idempotencyKey)
+        // forwards too (SPEC §4), so a retry by the client is recognised by the origin. Headers
+        // the client sent keep their place.
+        if requestFraming != .contentLength(bodyCopy.count) {
+            upstream.headers.removeAll("Transfer-Encoding")
+            upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
+        }
+        if !upstream.headers.contains(headerName) { upstream.headers.add(headerName, idempotencyKey) }
         upstreamHead = upstream
         requestFramingOverride = .contentLength(bodyCopy.count)
         if queue.forcedOffline || control.queueOnly || !queue.isOnline(origin) || queue.hasQueued(origin) {

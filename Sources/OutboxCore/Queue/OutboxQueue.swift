@@ -1,0 +1,342 @@
+import Foundation
+import Synchronization
+
+/// Where an operation's records are in the log: the `created` record (request, body) and
+/// the latest `updated` record (state, stored response).
+public struct StoredAt: Sendable, Equatable {
+    public var created: RecordLocation
+    public var state: RecordLocation?
+}
+
+/// The durable queue: the log on disk, the index in memory, and the rules that join them
+/// (SPEC §4, §6). Every change is written to the log first and applied to the index only
+/// after its fdatasync, so the index never shows what a crash could lose.
+///
+/// The index sits behind a `Mutex` rather than in an actor: the event loops ask it
+/// synchronous questions on every queueable request (is this key known? is this origin's lane
+/// busy?), and a hop to an actor there would cost more than the answer.
+public final class OutboxQueue: Sendable {
+    private let log: OperationLog
+    private let index: Mutex<QueueIndex<StoredAt>>
+    /// Keys whose `created` record is being written: a second request with the same key waits
+    /// for the first instead of storing a duplicate.
+    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)]]>([:])
+    private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
+    private let offline = Atomic<Bool>(false)
+    let reachability: Reachability
+    private let replayer = Mutex<Replayer?>(nil)
+    private let logger: Logger
+    private let maxOperations: Int
+    private let retentionSeconds: Double
+    private let ttlSeconds: Double
+    public let maxRetries: Int
+
+    /// Opens (and recovers) the log in `config.dataDirectory` and rebuilds the index.
+    public init(config: OutboxConfig, reachability: Reachability, logger: Logger) throws(StorageError) {
+        let (log, recovered) = try OperationLog.open(directory: config.dataDirectory, logger: logger)
+        var index = QueueIndex<StoredAt>()
+        for operation in recovered {
+            let summary = operation.request
+            var state = operation.state
+            // SPEC §4: an operation in flight when the process died is pending again.
+            if state.status == .inProgress { state.status = .pending }
+            do {
+                try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
+                                 priority: summary.priority, tag: summary.tag, dependsOn: summary.dependsOn,
+                                 createdAt: summary.createdAt, state: state,
+                                 locator: StoredAt(created: operation.createdAt, state: operation.stateAt))
+            } catch {
+                logger.warn("recovery_skipped", ["id": summary.id.uuidString.lowercased(), "error": "\(error)"])
+            }
+        }
+        self.log = log
+        self.index = Mutex(index)
+        self.reachability = reachability
+        self.logger = logger
+        maxOperations = config.queue.maxOperations
+        retentionSeconds = config.queue.completedRetentionSeconds
+        ttlSeconds = config.queue.ttlSeconds
+        maxRetries = config.retry.maxRetries
+        for origin in index.knownOrigins { reachability.register(origin) }
+        logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
+                                     "directory": config.dataDirectory])
+    }
+
+    /// Connects the replayer (built after the server, which owns the event loops it sends on).
+    func attach(_ replayer: Replayer) {
+        self.replayer.withLock { $0 = replayer }
+        reachability.setOnOnline { origin in Task { await replayer.kick(origin) } }
+        Task { await replayer.startAll() }
+    }
+
+    private func wake(_ origins: [Origin]) {
+        guard !origins.isEmpty, let replayer = replayer.withLock({ $0 }) else { return }
+        Task { for origin in origins { await replayer.kick(origin) } }
+    }
+
+    /// Writes what is pending and stops the writer (SIGTERM).
+    public func close() {
+        log.close()
+    }
+
+    /// Removes completed operations past retention and expires old unfinished ones. Called
+    /// periodically by `main`'s maintenance task.
+    func maintain(now: Int64 = WallClock.millis()) async {
+        let (retired, expired) = index.withLock {
+            ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
+        }
+        for id in retired { await delete(id) }
+        for id in expired {
+            guard let entry = index.withLock({ $0.entry(id) }), entry.status == .pending else { continue }
+            if let state = ReplayTransition.expire(current: currentState(entry), createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
+                await record(id, state)
+            }
+        }
+    }
+
+    func delete(_ id: UUID) async {
+        do {
+            _ = try await log.append(.deleted(id))
+        } catch {
+            logger.warn("storage_failed", ["operation": "delete", "error": "\(error)"])
+            return
+        }
+        let woken = index.withLock { index -> [Origin] in
+            index.remove(id)
+            return index.takeLanesToWake()
+        }
+        wake(woken)
+        notifyDrainWaiters()
+    }
+
+    private func currentState(_ entry: QueueIndex<StoredAt>.Entry) -> OperationState {
+        OperationState(status: entry.status, retryCount: entry.retryCount, lastAttemptAt: entry.lastAttemptAt,
+                       nextAttemptAt: entry.nextAttemptAt, lastError: entry.lastError)
+    }
+
+    private func info(_ entry: QueueIndex<StoredAt>.Entry) -> QueuedOperationInfo? {
+        guard let request = try? log.readRequest(at: entry.locator.created) else { return nil }
+        return QueuedOperationInfo(id: entry.id, status: entry.status, idempotencyKey: entry.idempotencyKey,
+                                   fingerprint: request.fingerprint, createdAt: entry.createdAt)
+    }
+
+    // MARK: Drain
+
+    private func notifyDrainWaiters() {
+        let busy = index.withLock { $0.count(of: .pending) + $0.count(of: .inProgress) }
+        guard busy == 0 else { return }
+        let waiters = drainWaiters.withLock { map -> [CheckedContinuation<Bool, Never>] in
+            defer { map.removeAll() }
+            return Array(map.values)
+        }
+        for waiter in waiters { waiter.resume(returning: true) }
+    }
+}
+
+// MARK: - The proxy's view
+
+extension OutboxQueue: QueueGateway {
+    var forcedOffline: Bool { offline.load(ordering: .relaxed) }
+
+    /// `PUT /admin/connectivity`: true = offline (queue everything, replay nothing).
+    public func setForcedOffline(_ value: Bool) {
+        offline.store(value, ordering: .relaxed)
+        if !value, let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
+    }
+
+    func hasQueued(_ origin: Origin) -> Bool {
+        index.withLock { $0.hasQueued(origin: origin) }
+    }
+
+    func operation(withKey idempotencyKey: String) -> QueuedOperationInfo? {
+        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
+        return info(entry)
+    }
+
+    func completedResponse(of id: UUID) -> StoredResponse? {
+        guard let location = index.withLock({ $0.entry(id)?.locator.state }) else { return nil }
+        return (try? log.readState(at: location))?.response
+    }
+
+    func resolveDependency(_ reference: String) -> UUID? {
+        index.withLock { index in
+            if let id = UUID(uuidString: reference), index.entry(id) != nil { return id }
+            return index.entry(forKey: reference)?.id
+        }
+    }
+
+    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void) {
+        let count = index.withLock { $0.count }
+        guard count < maxOperations else {
+            completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
+            return
+        }
+        // One writer per key: later requests with the key wait for the first one's outcome.
+        let first = reserving.withLock { map -> Bool in
+            if map[request.idempotencyKey] != nil {
+                map[request.idempotencyKey]?.append((request.fingerprint, completion))
+                return false
+            }
+            map[request.idempotencyKey] = []
+            return true
+        }
+        guard first else { return }
+        let state = OperationState()
+        log.append(.created(request, state)) { [self] result in
+            let outcome: Result<QueuedOperationInfo, EnqueueError>
+            switch result {
+            case .success(let location):
+                let woken = index.withLock { index -> [Origin] in
+                    try? index.insert(request, state: state, locator: StoredAt(created: location, state: nil))
+                    return index.takeLanesToWake()
+                }
+                outcome = .success(QueuedOperationInfo(id: request.id, status: .pending, idempotencyKey: request.idempotencyKey,
+                                                       fingerprint: request.fingerprint, createdAt: request.createdAt))
+                wake(woken + [request.origin])
+            case .failure(.full):
+                outcome = .failure(.full("the disk is full"))
+            case .failure(let error):
+                logger.error("storage_failed", ["operation": "enqueue", "error": "\(error)"])
+                outcome = .failure(.storage("\(error)"))
+            }
+            completion(outcome)
+            let waiting = reserving.withLock { $0.removeValue(forKey: request.idempotencyKey) ?? [] }
+            for waiter in waiting {
+                switch outcome {
+                case .success(let info): waiter.completion(waiter.fingerprint == info.fingerprint ? .success(info) : .failure(.keyConflict))
+                case .failure: waiter.completion(outcome)
+                }
+            }
+        }
+    }
+
+    func originUnreachable(_ origin: Origin, reason: String) {
+        reachability.markOffline(origin, reason: reason)
+    }
+
+    func originAnswered(_ origin: Origin) {
+        reachability.markOnline(origin)
+    }
+
+    func isOnline(_ origin: Origin) -> Bool {
+        reachability.isOnline(origin)
+    }
+}
+
+// MARK: - The replayer's view
+
+extension OutboxQueue: ReplaySource {
+    func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
+        let (step, failing) = index.withLock { index -> (LaneStep, [QueueIndex<StoredAt>.Entry]) in
+            let step = index.nextReady(origin: origin, now: now)
+            return (step, step.dependencyFailed.compactMap { index.entry($0) })
+        }
+        if let dependent = failing.first {
+            return .failDependent(dependent.id, currentState(dependent))
+        }
+        switch step.next {
+        case .deliver(let id):
+            guard let entry = index.withLock({ $0.entry(id) }), let request = try? log.readRequest(at: entry.locator.created) else {
+                return .idle
+            }
+            return .attempt(id, request, currentState(entry))
+        case .wait(let until): return .wait(until: until)
+        case .busy, .idle: return .idle
+        }
+    }
+
+    func record(_ id: UUID, _ state: OperationState) async {
+        let location: RecordLocation
+        do {
+            location = try await log.append(.updated(id, state))
+        } catch {
+            logger.error("storage_failed", ["operation": "update", "error": "\(error)"])
+            return
+        }
+        let woken = index.withLock { index -> [Origin] in
+            guard let entry = index.entry(id) else { return [] }
+            try? index.update(id, state: state, locator: StoredAt(created: entry.locator.created, state: location))
+            return index.takeLanesToWake()
+        }
+        wake(woken)
+        if state.status.isFinished { notifyDrainWaiters() }
+    }
+
+    var originsWithWork: [Origin] {
+        index.withLock { index in index.knownOrigins.filter { index.hasQueued(origin: $0) } }
+    }
+}
+
+// MARK: - The admin API's view
+
+extension OutboxQueue: AdminQueueSource {
+    var connectivityMode: String { forcedOffline ? "offline" : "auto" }
+
+    var counts: [OperationStatus: Int] {
+        index.withLock { index in
+            Dictionary(uniqueKeysWithValues: OperationStatus.allCases.map { ($0, index.count(of: $0)) })
+        }
+    }
+
+    var oldestPendingAgeSeconds: Double? {
+        guard let oldest = index.withLock({ $0.oldestUnfinishedCreatedAt }) else { return nil }
+        return max(0, Double(WallClock.millis() - oldest) / 1000)
+    }
+
+    var origins: [Reachability.OriginStatus] { reachability.statuses }
+
+    func unfinishedCount(origin: Origin) -> Int {
+        index.withLock { $0.count(of: .pending, origin: origin) + $0.count(of: .inProgress, origin: origin) }
+    }
+
+    func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
+        let originValue = origin.flatMap { ProxyRules.parseAbsolute($0 + "/")?.0 }
+        if origin != nil && originValue == nil { return ([], nil) }
+        let filter = QueueIndex<StoredAt>.Filter(status: status, tag: tag, origin: originValue)
+        let page: QueueIndex<StoredAt>.Page? = index.withLock { index in
+            if let after { return index.list(filter, after: after, limit: limit) }
+            return index.list(filter, limit: limit)
+        }
+        guard let page else { return ([], nil) }
+        // Method and target live in the created record: one read per listed operation.
+        let items = page.entries.map { entry in
+            let request = try? log.readRequest(at: entry.locator.created)
+            return snapshot(entry, method: request?.method ?? "", target: request?.target ?? "")
+        }
+        return (items, page.next == nil ? nil : items.last?.id)
+    }
+
+    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, state: OperationState? = nil, method: String = "", target: String = "") -> OperationSnapshot {
+        OperationSnapshot(id: entry.id, origin: entry.origin, method: method, target: target, idempotencyKey: entry.idempotencyKey,
+                          priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
+                          state: state ?? currentState(entry))
+    }
+
+    func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
+        guard let entry = index.withLock({ $0.entry(id) }), let request = try? log.readRequest(at: entry.locator.created) else { return nil }
+        var state = currentState(entry)
+        if let location = entry.locator.state, let stored = try? log.readState(at: location) {
+            state.response = stored.response
+            state.conflict = stored.conflict
+        }
+        return (snapshot(entry, state: state, method: request.method, target: request.target), request)
+    }
+
+    func waitUntilDrained(timeoutSeconds: Double) async -> Bool {
+        let token = UUID()
+        return await withCheckedContinuation { continuation in
+            let busy = index.withLock { $0.count(of: .pending) + $0.count(of: .inProgress) }
+            if busy == 0 {
+                continuation.resume(returning: true)
+                return
+            }
+            drainWaiters.withLock { $0[token] = continuation }
+            // Re-check: the last operation may have finished between the count and the insert.
+            notifyDrainWaiters()
+            Task {
+                try? await Task.sleep(nanoseconds: UInt64(timeoutSeconds * 1e9))
+                drainWaiters.withLock { $0.removeValue(forKey: token) }?.resume(returning: false)
+            }
+        }
+    }
+}
