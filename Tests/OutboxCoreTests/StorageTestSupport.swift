@@ -90,3 +90,17 @@ enum StorageSamples {
         return written
     }
 }
+
+/// A value shared between a test and the closures it hands to the log (a class, so escaping
+/// closures can capture it).
+final class StorageShared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        mutex.withLock { body(&$0) }
+    }
+
+    var value: Value { mutex.withLock { $0 } }
+}

@@ -105,7 +105,7 @@ extension OperationLog {
         var scanner = SegmentScanner(fd: fd, path: path, fileSize: size, start: Int64(SegmentHeader.size))
         var malformed = 0
         let end = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
-            let location = RecordLocation(segment: name.segment, offset: UInt64(offset), length: UInt32(frameLength))
+            let location = RecordLocation(segment: name.segment, generation: name.generation, offset: UInt64(offset), length: UInt32(frameLength))
             if !builder.apply(type: type, payload: payload, at: location) { malformed += 1 }
         }
         if malformed > 0 {

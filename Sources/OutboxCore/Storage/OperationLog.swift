@@ -154,6 +154,9 @@ public final class OperationLog: Sendable {
             return table.files[location.segment]
         }
         guard let file else { throw .corrupt("no segment \(location.segment)") }
+        guard file.name.generation == location.generation else {
+            throw .corrupt("segment \(location.segment) was compacted: the location is stale")
+        }
         let bytes = try file.read(count: Int(location.length), at: location.offset)
         let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
             Result { () throws(StorageError) -> LogRecord in try RecordCodec.decodeFrame(raw) }
@@ -251,7 +254,8 @@ public final class OperationLog: Sendable {
         locations.reserveCapacity(batch.count)
         let start = cursor.end
         for append in batch {
-            locations.append(RecordLocation(segment: cursor.file.name.segment, offset: UInt64(start) + UInt64(scratch.count),
+            locations.append(RecordLocation(segment: cursor.file.name.segment, generation: cursor.file.name.generation,
+                                            offset: UInt64(start) + UInt64(scratch.count),
                                             length: UInt32(append.frame.count)))
             scratch.append(contentsOf: append.frame)
         }

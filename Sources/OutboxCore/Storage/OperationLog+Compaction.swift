@@ -1,0 +1,104 @@
+import Foundation
+import Glibc
+
+extension OperationLog {
+    /// Where an operation's records are after a compaction.
+    public typealias CompactedLocations = (created: RecordLocation, state: RecordLocation?)
+
+    /// Rewrites or removes sealed segments (never the active one), oldest first. `current(id)`
+    /// answers the caller's index: the locations of an operation's `created` record and latest
+    /// `updated` record, or nil when the operation is gone (deleted, expired, finished and no
+    /// longer needed). A record is needed only when it is one of those locations; every other
+    /// record (superseded states, deletes, records of gone operations) is dropped.
+    ///
+    /// A sealed segment that needs nothing is deleted; one whose needed bytes are at most
+    /// `Options.compactionLiveRatio` of it is rewritten with only those records, in their
+    /// order, as its next generation: write new → fsync → rename → fsync dir → delete old →
+    /// fsync dir. A crash between rename and delete leaves both; `open` keeps the newer.
+    ///
+    /// Returns the new locations of every operation that had a record moved. Apply an entry
+    /// only while your index still points into the same segment number (a state appended
+    /// during compaction lives in a newer segment and must win). Reads of a location from
+    /// before the move fail with `.corrupt` instead of returning another record.
+    public func compact(current: (UUID) -> CompactedLocations?) throws(StorageError) -> [UUID: CompactedLocations] {
+        try compactionLock.withLock { (_: inout ()) throws(StorageError) -> [UUID: CompactedLocations] in
+            let sealed = segments.withLock { table -> [SegmentFile] in
+                guard table.isOpen else { return [] }
+                return table.files.filter { $0.key < table.active }.map(\.value).sorted { $0.name < $1.name }
+            }
+            var moved: [UUID: CompactedLocations] = [:]
+            for file in sealed {
+                try compactSegment(file, current: current, moved: &moved)
+            }
+            return moved
+        }
+    }
+
+    private struct ScannedRecord {
+        var id: UUID
+        var location: RecordLocation
+        var isState: Bool
+    }
+
+    private func compactSegment(_ file: SegmentFile, current: (UUID) -> CompactedLocations?,
+                                moved: inout [UUID: CompactedLocations]) throws(StorageError) {
+        var info = stat()
+        guard fstat(file.fd, &info) == 0 else { throw Self.storageError(errno, "stat \(file.path)") }
+        let size = Int64(info.st_size)
+        var needed: [ScannedRecord] = []
+        var neededBytes = 0
+        var scanner = SegmentScanner(fd: file.fd, path: file.path, fileSize: size, start: Int64(SegmentHeader.size))
+        _ = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
+            guard type != RecordFrame.RecordType.deleted.rawValue,
+                  let id = try? RecordCodec.decodeID(payload: payload), let now = current(id) else { return }
+            let location = RecordLocation(segment: file.name.segment, generation: file.name.generation,
+                                          offset: UInt64(offset), length: UInt32(frameLength))
+            let isState = type == RecordFrame.RecordType.updated.rawValue
+            guard isState ? now.state == location : now.created == location else { return }
+            needed.append(ScannedRecord(id: id, location: location, isState: isState))
+            neededBytes += frameLength
+        }
+        if needed.isEmpty {
+            try retire(file, replacement: nil, size: Int(size))
+            logger.info("storage_segment_removed", ["file": file.path, "bytes": String(size)])
+            return
+        }
+        let recordBytes = Double(size - Int64(SegmentHeader.size))
+        guard Double(neededBytes) <= recordBytes * options.compactionLiveRatio else { return }
+
+        var body: [UInt8] = []
+        body.reserveCapacity(neededBytes)
+        let name = SegmentName(segment: file.name.segment, generation: file.name.generation + 1)
+        var newLocations: [RecordLocation] = []
+        for record in needed {
+            newLocations.append(RecordLocation(segment: name.segment, generation: name.generation,
+                                               offset: UInt64(SegmentHeader.size + body.count), length: record.location.length))
+            body.append(contentsOf: try file.read(count: Int(record.location.length), at: record.location.offset))
+        }
+        let replacement = try Self.createSegment(name, in: directory, io: options.io, body: body)
+        try retire(file, replacement: replacement, size: Int(size))
+        for (record, location) in zip(needed, newLocations) {
+            var entry = moved[record.id] ?? current(record.id) ?? (created: record.location, state: nil)
+            if record.isState { entry.state = location } else { entry.created = location }
+            moved[record.id] = entry
+        }
+        logger.info("storage_segment_compacted", ["file": replacement.path, "bytes": String(SegmentHeader.size + body.count),
+                                                   "from": String(size), "records": String(needed.count)])
+    }
+
+    /// Swaps `replacement` in for `file` (or drops it), then deletes the old file and syncs
+    /// the directory. Readers holding the old file keep reading it until they let go.
+    private func retire(_ file: SegmentFile, replacement: SegmentFile?, size: Int) throws(StorageError) {
+        segments.withLock { table in
+            table.files[file.name.segment] = replacement
+        }
+        guard unlink(file.path) == 0 else { throw Self.storageError(errno, "delete \(file.path)") }
+        try Self.syncDirectory(directory)
+        diskByteCount.add((replacement.map { Self.fileSize($0) } ?? 0) - size, ordering: .relaxed)
+    }
+
+    private static func fileSize(_ file: SegmentFile) -> Int {
+        var info = stat()
+        return fstat(file.fd, &info) == 0 ? Int(info.st_size) : 0
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+@testable import OutboxCore
+import Testing
+
+@Suite struct StorageCompactionTests {
+    /// A log with small segments: 24 operations with 300-byte bodies spread over several
+    /// sealed segments; operations 3, 10 and 17 stay live (10 with a later state), every
+    /// other one is deleted. Returns the log, the caller's index and the live requests.
+    private func makeLog(_ directory: StorageTestDirectory) async throws
+        -> (OperationLog, StorageShared<[UUID: OperationLog.CompactedLocations]>, [OperationRequest]) {
+        let options = OperationLog.Options(segmentBytes: 2048, compactionLiveRatio: 0.9)
+        let (log, _) = try StorageSamples.open(directory, options: options)
+        let written = try await StorageSamples.fill(log, count: 24, bodySize: 300)
+        let index = StorageShared<[UUID: OperationLog.CompactedLocations]>([:])
+        for (request, location) in written { index.withLock { $0[request.id] = (location, nil) } }
+        let liveIndices: Set<Int> = [3, 10, 17]
+        let state = OperationState(status: .completed, retryCount: 1,
+                                   response: StoredResponse(status: 200, headers: ["A": "b"], body: Array("done".utf8)))
+        let stateAt = try await log.append(.updated(written[10].0.id, state))
+        index.withLock { $0[written[10].0.id]?.state = stateAt }
+        for (position, (request, _)) in written.enumerated() where !liveIndices.contains(position) {
+            _ = try await log.append(.deleted(request.id))
+            index.withLock { $0[request.id] = nil }
+        }
+        return (log, index, liveIndices.sorted().map { written[$0].0 })
+    }
+
+    @Test func compactionKeepsLiveRecordsAndTheirData_AndDeletesDeadSegments() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, index, live) = try await makeLog(directory)
+        let filesBefore = try directory.fileNames()
+        let bytesBefore = log.diskBytes
+        let oldLocation = try #require(index.value[live[0].id]?.created)
+
+        let moved = try log.compact { id in index.value[id] }
+        for (id, locations) in moved { index.withLock { $0[id] = locations } }
+
+        let filesAfter = try directory.fileNames()
+        #expect(filesAfter.count < filesBefore.count)
+        #expect(filesAfter.contains { $0.hasSuffix(".1.log") })
+        #expect(log.diskBytes < bytesBefore)
+        #expect(log.diskBytes == filesAfter.reduce(0) { total, name in
+            total + ((try? directory.bytes(of: directory.logPath + "/" + name).count) ?? 0)
+        })
+        for request in live {
+            let locations = try #require(index.value[request.id])
+            #expect(try log.readRequest(at: locations.created) == request)
+        }
+        let tenth = try #require(index.value[live[1].id]?.state)
+        #expect(try log.readState(at: tenth).response?.body == Array("done".utf8))
+        // Operation 3's segment was rewritten: its old location is refused, not misread.
+        #expect(moved[live[0].id]?.created.generation == 1)
+        #expect(throws: StorageError.self) { try log.readRequest(at: oldLocation) }
+        // Compacting again finds nothing more to do.
+        #expect(try log.compact { id in index.value[id] }.isEmpty)
+        log.close()
+
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(recovered.map(\.request.id) == live.map(\.id))
+        for operation in recovered {
+            #expect(operation.createdAt == index.value[operation.request.id]?.created)
+            #expect(operation.stateAt == index.value[operation.request.id]?.state)
+        }
+        #expect(recovered[1].state.status == .completed)
+    }
+
+    @Test func aCrashBetweenRenameAndDelete_LeavesBothFiles_AndOpenKeepsTheNewer() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, index, live) = try await makeLog(directory)
+        let segmentOfFirst = try #require(index.value[live[0].id]?.created.segment)
+        let oldPath = directory.segmentPath(Int(segmentOfFirst))
+        let oldBytes = try directory.bytes(of: oldPath)
+        let moved = try log.compact { id in index.value[id] }
+        #expect(moved[live[0].id]?.created.generation == 1)
+        log.close()
+        // Put the old generation back, as if the process died before deleting it.
+        try directory.write(oldBytes, to: oldPath)
+        let lines = StorageLogLines()
+        let (reopened, recovered) = try StorageSamples.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(recovered.map(\.request.id) == live.map(\.id))
+        #expect(lines.containing("storage_stale_file_removed").count == 1)
+        #expect(!FileManager.default.fileExists(atPath: oldPath))
+        let first = try #require(recovered.first)
+        #expect(try reopened.readRequest(at: first.createdAt) == live[0])
+    }
+
+    @Test func theActiveSegmentIsNeverCompacted_AndAppendsContinueDuringCompaction() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        let written = try await StorageSamples.fill(log, count: 3)
+        for (request, _) in written { _ = try await log.append(.deleted(request.id)) }
+        #expect(try log.compact { _ in nil }.isEmpty)
+        #expect(try directory.fileNames() == ["00000001.log"])
+        let extra = StorageSamples.request(5)
+        let extraAt = try await log.append(.created(extra, OperationState()))
+        #expect(try log.readRequest(at: extraAt) == extra)
+        log.close()
+    }
+}

@@ -1,0 +1,191 @@
+import Dispatch
+import Foundation
+import Glibc
+@testable import OutboxCore
+import Synchronization
+import Testing
+
+@Suite struct StorageGroupCommitTests {
+    @Test func concurrentAppenders_AllCompleteExactlyOnce_AndAreAllThereAfterReopen() async throws {
+        let directory = try StorageTestDirectory()
+        let syncs = StorageShared(0)
+        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
+            syncs.withLock { $0 += 1 }
+            return SegmentIO.system.sync(fd)
+        })
+        let options = OperationLog.Options(segmentBytes: 64 << 10, io: io)
+        let (log, _) = try StorageSamples.open(directory, options: options)
+        let completions = StorageShared<[UUID: Int]>([:])
+        let locations = StorageShared<[UUID: RecordLocation]>([:])
+        let appenders = 64
+        let perAppender = 40
+        await withTaskGroup(of: Void.self) { group in
+            for appender in 0..<appenders {
+                group.addTask {
+                    for index in 0..<perAppender {
+                        let request = StorageSamples.request(appender * 1000 + index, bodySize: 256)
+                        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                            log.append(.created(request, OperationState())) { result in
+                                completions.withLock { $0[request.id, default: 0] += 1 }
+                                if case .success(let location) = result {
+                                    locations.withLock { $0[request.id] = location }
+                                }
+                                done.resume()
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        log.close()
+        let counts = completions.value
+        #expect(counts.count == appenders * perAppender)
+        #expect(counts.values.allSatisfy { $0 == 1 })
+        let stored = locations.value
+        #expect(stored.count == appenders * perAppender)
+        #expect(Set(stored.values).count == stored.count)
+        // Group commit: far fewer syncs than records (rotation adds one per new segment).
+        let syncCount = syncs.value
+        #expect(syncCount < appenders * perAppender / 2)
+
+        let (reopened, recovered) = try StorageSamples.open(directory, options: options)
+        defer { reopened.close() }
+        #expect(recovered.count == appenders * perAppender)
+        #expect(Set(recovered.map(\.request.id)) == Set(stored.keys))
+        for operation in recovered {
+            #expect(stored[operation.request.id] == operation.createdAt)
+        }
+    }
+
+    @Test func completionRunsOnlyAfterTheSyncReturned() async throws {
+        let directory = try StorageTestDirectory()
+        let syncEntered = DispatchSemaphore(value: 0)
+        let releaseSync = DispatchSemaphore(value: 0)
+        let holdSyncs = StorageShared(false)
+        let state = StorageShared<(written: Int, synced: Int, completedBeforeSync: Int)>((0, 0, 0))
+        let io = SegmentIO(
+            write: { fd, bytes, offset in
+                state.withLock { $0.written += 1 }
+                return SegmentIO.system.write(fd, bytes, offset)
+            },
+            sync: { fd in
+                if holdSyncs.value {
+                    syncEntered.signal()
+                    releaseSync.wait()
+                }
+                let result = SegmentIO.system.sync(fd)
+                state.withLock { $0.synced = $0.written }
+                return result
+            })
+        let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
+        holdSyncs.withLock { $0 = true }
+        let completed = StorageShared(false)
+        let done = DispatchSemaphore(value: 0)
+        log.append(.created(StorageSamples.request(1), OperationState())) { result in
+            state.withLock { if $0.synced < $0.written { $0.completedBeforeSync += 1 } }
+            #expect((try? result.get()) != nil)
+            completed.withLock { $0 = true }
+            done.signal()
+        }
+        await Self.wait(syncEntered)
+        // The writer is inside the sync: the record is written but not yet acknowledged.
+        let completedDuringSync = completed.value
+        #expect(!completedDuringSync)
+        holdSyncs.withLock { $0 = false }
+        releaseSync.signal()
+        await Self.wait(done)
+        let completedAfterSync = completed.value
+        #expect(completedAfterSync)
+        #expect(state.value.completedBeforeSync == 0)
+        log.close()
+    }
+
+    /// Waits for a semaphore on a Dispatch thread so the test's executor is not blocked.
+    private static func wait(_ semaphore: DispatchSemaphore) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                semaphore.wait()
+                continuation.resume()
+            }
+        }
+    }
+
+    @Test func aFullDisk_FailsTheBatchWithFull_KeepsEverythingStored_AndLaterAppendsWork() async throws {
+        let directory = try StorageTestDirectory()
+        let diskFull = StorageShared(false)
+        let io = SegmentIO(
+            write: { fd, bytes, offset in
+                guard diskFull.value else { return SegmentIO.system.write(fd, bytes, offset) }
+                // Half the batch reaches the file before ENOSPC, as a real short write would.
+                _ = SegmentIO.system.write(fd, UnsafeRawBufferPointer(rebasing: bytes[0..<(bytes.count / 2)]), offset)
+                return ENOSPC
+            },
+            sync: SegmentIO.system.sync)
+        let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
+        let before = try await StorageSamples.fill(log, count: 3)
+        let sizeBefore = try directory.bytes(of: directory.segmentPath(1)).count
+        diskFull.withLock { $0 = true }
+        await #expect(throws: StorageError.full) {
+            try await log.append(.created(StorageSamples.request(50, bodySize: 2000), OperationState()))
+        }
+        #expect(try directory.bytes(of: directory.segmentPath(1)).count == sizeBefore)
+        diskFull.withLock { $0 = false }
+        let after = StorageSamples.request(51)
+        let afterAt = try await log.append(.created(after, OperationState()))
+        #expect(afterAt.offset == UInt64(sizeBefore))
+        log.close()
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(recovered.map(\.request.id) == before.map(\.0.id) + [after.id])
+    }
+
+    @Test func aFailedSync_FailsTheBatch_AndTheLogCarriesOn() async throws {
+        let directory = try StorageTestDirectory()
+        let failNextSync = StorageShared(false)
+        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
+            if failNextSync.withLock({ flag in defer { flag = false }; return flag }) { return EIO }
+            return SegmentIO.system.sync(fd)
+        })
+        let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
+        let kept = try await StorageSamples.fill(log, count: 2)
+        failNextSync.withLock { $0 = true }
+        await #expect(throws: StorageError.self) {
+            try await log.append(.created(StorageSamples.request(9), OperationState()))
+        }
+        let later = StorageSamples.request(10)
+        _ = try await log.append(.created(later, OperationState()))
+        log.close()
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(recovered.map(\.request.id) == kept.map(\.0.id) + [later.id])
+    }
+
+    @Test func afterClose_AppendsAndReadsFailWithClosed_AndCloseIsIdempotent() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        let written = try await StorageSamples.fill(log, count: 1)
+        log.close()
+        log.close()
+        await #expect(throws: StorageError.closed) {
+            try await log.append(.deleted(UUID()))
+        }
+        #expect(throws: StorageError.closed) { try log.readRequest(at: written[0].1) }
+    }
+
+    @Test func segmentsRotateAtTheConfiguredSize_AndRecordsAreReadableInEverySegment() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory, options: .init(segmentBytes: 4096))
+        let written = try await StorageSamples.fill(log, count: 30, bodySize: 500)
+        #expect(Set(written.map(\.1.segment)).count >= 4)
+        for (request, location) in written {
+            #expect(try log.readRequest(at: location) == request)
+        }
+        let names = try directory.fileNames()
+        #expect(names.first == "00000001.log")
+        #expect(names.count == Set(written.map(\.1.segment)).count)
+        #expect(log.diskBytes == names.reduce(0) { total, name in
+            total + ((try? directory.bytes(of: directory.logPath + "/" + name).count) ?? 0)
+        })
+        log.close()
+    }
+}
