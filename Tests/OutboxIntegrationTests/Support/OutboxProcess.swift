@@ -41,11 +41,14 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
 
     /// Starts `outbox --listen 127.0.0.1:0 --upstream UPSTREAM --data-dir TMP [--config TMP/config.json]`
     /// and waits for its listening line. `config` is the JSON text of SPEC §2, written to a file.
+    /// `dataDirectory` replaces TMP/data, so a second process can reopen a killed one's queue.
     static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
+                      dataDirectory: String? = nil,
                       executable: String = OutboxProcess.binaryPath,
                       timeout: Duration = .seconds(20)) async throws -> OutboxProcess {
         let directory = try TemporaryDirectory()
-        var arguments = ["--listen", "127.0.0.1:0", "--upstream", upstream, "--data-dir", directory.file("data")]
+        var arguments = ["--listen", "127.0.0.1:0", "--upstream", upstream,
+                         "--data-dir", dataDirectory ?? directory.file("data")]
         if let config {
             arguments += ["--config", try directory.write(config, to: "config.json")]
         }

@@ -1,0 +1,52 @@
+import Testing
+
+/// Idempotency keys (SPEC §4): a repeated write with the same key and request is the same
+/// operation, delivered once; the same key with another body is refused with 422; once
+/// completed, a repeat gets the stored upstream response marked `Idempotent-Replayed: true`.
+@Suite("Queue: idempotency")
+struct QueueIdempotencyTests {
+    @Test func repeatedKeyIsOneOperationDeliveredOnceThenReplayedFromStore() async throws {
+        let upstream = try TestUpstream { request in
+            .respond(.text("created \(request.bodyText)", status: 201, headers: [HeaderField("X-Upstream", "yes")]))
+        }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let key = [HeaderField("Idempotency-Key", "pay-123")]
+
+        let first = try outbox.enqueue(body: "amount=5", headers: key)
+        let again = try outbox.enqueue(body: "amount=5", headers: key)
+        #expect(again.id == first.id, "the same request was stored twice: \(first.id) vs \(again.id)")
+        #expect(again.idempotencyKey == "pay-123")
+
+        let other = try outbox.send("POST", "/items", body: "amount=500", headers: key)
+        expectErrorResponse(other, status: 422, from: outbox)
+
+        try upstream.restart()
+        try outbox.drain()
+        let received = try await upstream.waitForRequests(1)
+        #expect(received.count == 1, "\(received.map(\.bodyText))")
+        #expect(received.first?.bodyText == "amount=5")
+        #expect(received.first?.idempotencyKey == "pay-123")
+
+        let replayed = try outbox.send("POST", "/items", body: "amount=5", headers: key)
+        #expect(replayed.status == 201, "\(replayed)\n\(outbox)")
+        #expect(replayed.bodyText == "created amount=5", "\(replayed)")
+        #expect(replayed.headers["Idempotent-Replayed"] == "true", "\(replayed)")
+        #expect(replayed.headers["Outbox-Operation-Id"] == first.id, "\(replayed)")
+        #expect(replayed.headers["X-Upstream"] == "yes", "stored headers not replayed: \(replayed)")
+        #expect(upstream.requests.count == 1, "the repeat reached the upstream: \(upstream.requests.map(\.bodyText))")
+    }
+
+    @Test func sameKeyWithAnotherTargetIsUnprocessable() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let key = [HeaderField("Idempotency-Key", "k-target")]
+
+        _ = try outbox.enqueue("/a", body: "same", headers: key)
+        let response = try outbox.send("POST", "/b", body: "same", headers: key)
+        expectErrorResponse(response, status: 422, from: outbox)
+        let status = try JSONObject(outbox.admin("status"))
+        #expect(status.object("counts")?.int("pending") == 1, "\(status)")
+    }
+}

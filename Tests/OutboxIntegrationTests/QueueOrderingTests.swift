@@ -1,0 +1,93 @@
+import Testing
+
+/// In what order stored writes reach the origin (SPEC §4 "Replay"): one at a time, higher
+/// priority first, first-in first-out within a priority, and nothing overtakes an older
+/// write that is still queued.
+@Suite("Queue: delivery order")
+struct QueueOrderingTests {
+    @Test func thirtyWritesQueuedWhileDownArriveOnceEachInOrderWithTheirKeys() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+
+        var queued: [QueuedOperation] = []
+        for n in 0..<30 {
+            queued.append(try outbox.enqueue(body: "n=\(n)"))
+        }
+        #expect(upstream.requests.isEmpty)
+        try upstream.restart()
+        try outbox.drain()
+        let received = try await upstream.waitForRequests(30)
+
+        #expect(received.map(\.bodyText) == (0..<30).map { "n=\($0)" }, "\(received.map(\.bodyText))\n\(outbox)")
+        #expect(received.map(\.idempotencyKey) == queued.map(\.idempotencyKey), "keys differ or are out of order")
+        #expect(received.allSatisfy { $0.attempt == 1 }, "\(received.map(\.attempt))")
+        #expect(received.allSatisfy { $0.method == "POST" && $0.target == "/items" })
+        #expect(received.allSatisfy { $0.leakedControlHeaders.isEmpty })
+        for operation in queued {
+            #expect(try outbox.operation(operation.id).string("status") == "completed")
+        }
+        // The drain said everything is done: nothing may arrive after it.
+        #expect(upstream.requests.count == 30, "duplicates: \(upstream.requests.map(\.bodyText))")
+    }
+
+    @Test func higherPriorityIsDeliveredFirstAndFIFOWithinAPriority() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+
+        let sent = ["low-1", "normal-1", "high-1", "critical-1", "low-2", "high-2", "normal-2", "critical-2", "normal-3"]
+        for label in sent {
+            let priority = String(label.prefix { $0 != "-" })
+            // "normal" is also the default: one of them goes without the header.
+            let headers = label == "normal-3" ? [] : [HeaderField("Outbox-Priority", priority)]
+            let queued = try outbox.enqueue(body: label, headers: headers)
+            #expect(try outbox.operation(queued.id).string("priority") == priority)
+        }
+        try upstream.restart()
+        try outbox.drain()
+        let received = try await upstream.waitForRequests(sent.count)
+
+        #expect(received.map(\.bodyText) == [
+            "critical-1", "critical-2", "high-1", "high-2", "normal-1", "normal-2", "normal-3", "low-1", "low-2",
+        ], "\(outbox)")
+        #expect(received.allSatisfy { $0.leakedControlHeaders.isEmpty }, "Outbox-Priority reached the upstream")
+    }
+
+    @Test func newWriteQueuesBehindAPendingOneEvenWhileTheUpstreamAnswers() async throws {
+        // The first write is refused once with 429 + Retry-After (retryable, but not an
+        // "unavailable" status), so it stays pending for a second while the origin counts as
+        // online; every other request succeeds at once.
+        let upstream = try TestUpstream { request in
+            if request.bodyText == "first" && request.attempt == 1 {
+                return .respond(.text("slow down", status: 429, headers: [HeaderField("Retry-After", "1")]))
+            }
+            return .respond(.text("direct", status: 201))
+        }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+
+        let first = try outbox.enqueue(body: "first", headers: [HeaderField("Outbox-Mode", "queue")])
+        try await upstream.waitForRequests(1)
+        #expect(try outbox.operation(first.id).string("status") == "pending", "the first write is not pending any more")
+
+        // The origin answers: a read goes straight through.
+        let read = try outbox.send("GET", "/items")
+        #expect(read.status == 201 && read.bodyText == "direct", "the origin is not reachable through the proxy:\n\(read)")
+
+        // Forwarded, it would have come back 201 "direct": only a 202 shows it was queued.
+        let second = try outbox.send("POST", "/items", body: "second")
+        #expect(second.status == 202, "a write overtook a queued one:\n\(second)\n\(outbox)")
+        #expect(upstream.requests.filter { $0.method == "POST" }.count == 1,
+                "the second write reached the upstream before the first was done")
+
+        try outbox.drain()
+        let writes = upstream.requests.filter { $0.method == "POST" }
+        #expect(writes.map(\.bodyText) == ["first", "first", "second"], "\(writes.map(\.bodyText))")
+        #expect(writes.map(\.attempt) == [1, 2, 1], "\(writes.map(\.attempt))")
+        #expect(try outbox.operation(first.id).string("status") == "completed")
+        if second.status == 202 {
+            let secondID = try QueuedOperation(second).id
+            #expect(try outbox.operation(secondID).string("status") == "completed")
+        }
+    }
+}

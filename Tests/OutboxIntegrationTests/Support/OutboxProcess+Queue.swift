@@ -1,0 +1,78 @@
+import Foundation
+
+/// Requests the queue tests make again and again: a write with a body, the admin API's
+/// operation and drain endpoints (SPEC §5), and bounded polling of one operation's status.
+extension OutboxProcess {
+    /// The config most queue tests share: probes every 0.1 s and fast retries without jitter,
+    /// so an outage ends and a retry happens within a fraction of a second. `retry` and
+    /// `queue` are the members of those objects, as JSON text.
+    static func fastQueueConfig(retry: String = #""preset": "immediate""#, queue: String = "") -> String {
+        """
+        {"reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
+         "retry": {\(retry)},
+         "queue": {\(queue)}}
+        """
+    }
+
+    /// Sends `method target` with `body` (always a `Content-Length`, even 0) and extra header
+    /// fields on a fresh connection, and reads the response.
+    func send(_ method: String, _ target: String, body: String = "", headers: [HeaderField] = [],
+              timeout: Duration = .seconds(10)) throws -> HTTPResponse {
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+        for field in headers { head += "\(field.name): \(field.value)\r\n" }
+        head += "Content-Length: \(body.utf8.count)\r\n\r\n"
+        return try exchange(head + body, method: method, timeout: timeout)
+    }
+
+    /// POSTs `body` to `target` and requires a `202`: the request was stored.
+    func enqueue(_ target: String = "/items", body: String, headers: [HeaderField] = []) throws -> QueuedOperation {
+        try QueuedOperation(send("POST", target, body: body, headers: headers))
+    }
+
+    /// `GET /admin/<path>` (path without the prefix, query included).
+    func admin(_ path: String, timeout: Duration = .seconds(10)) throws -> HTTPResponse {
+        try send("GET", "/admin/" + path, timeout: timeout)
+    }
+
+    /// `GET /admin/operations/{id}`, required to be `200` with a JSON object.
+    func operation(_ id: String) throws -> JSONObject {
+        let response = try admin("operations/\(id)")
+        guard response.status == 200 else {
+            throw HarnessError("GET /admin/operations/\(id) answered:\n\(response)\n\(self)")
+        }
+        return try JSONObject(response)
+    }
+
+    /// Polls the operation until its `status` is one of `statuses`; throws with the last
+    /// document seen when `timeout` passes. The admin API has no push channel, so polling
+    /// (every 20 ms, bounded) is the event here.
+    func waitForOperation(_ id: String, toBe statuses: Set<String>,
+                          timeout: Duration = .seconds(15)) async throws -> JSONObject {
+        let deadline = Deadline(after: timeout)
+        var last: JSONObject?
+        while !deadline.hasPassed {
+            let document = try operation(id)
+            if let status = document.string("status"), statuses.contains(status) { return document }
+            last = document
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw HarnessError("operation \(id) not \(statuses.sorted()) within \(timeout); last seen: "
+                           + "\(last.map(\.text) ?? "nothing")\n\(self)")
+    }
+
+    /// `GET /admin/drain?timeoutSeconds=N`, required to be `200 {"drained":true}`: every
+    /// operation has reached completed, failed or conflict.
+    @discardableResult
+    func drain(timeoutSeconds: Int = 20) throws -> JSONObject {
+        let response = try admin("drain?timeoutSeconds=\(timeoutSeconds)",
+                                 timeout: .seconds(Int64(timeoutSeconds) + 10))
+        guard response.status == 200 else {
+            throw HarnessError("drain did not finish within \(timeoutSeconds) s:\n\(response)\n\(self)")
+        }
+        let document = try JSONObject(response)
+        guard document.bool("drained") == true else {
+            throw HarnessError("drain answered 200 without \"drained\":true: \(document)")
+        }
+        return document
+    }
+}
