@@ -55,12 +55,12 @@ struct QueueOrderingTests {
     }
 
     @Test func newWriteQueuesBehindAPendingOneEvenWhileTheUpstreamAnswers() async throws {
-        // The first write is refused once with 429 + Retry-After (retryable, but not an
-        // "unavailable" status), so it stays pending for a second while the origin counts as
+        // The first write is refused once with 429 + Retry-After: 3 (retryable, but not an
+        // "unavailable" status), so it stays pending for 3 s (a margin for a loaded machine) while the origin counts as
         // online; every other request succeeds at once.
         let upstream = try TestUpstream { request in
             if request.bodyText == "first" && request.attempt == 1 {
-                return .respond(.text("slow down", status: 429, headers: [HeaderField("Retry-After", "1")]))
+                return .respond(.text("slow down", status: 429, headers: [HeaderField("Retry-After", "3")]))
             }
             return .respond(.text("direct", status: 201))
         }

@@ -313,7 +313,14 @@ extension OutboxQueue: AdminQueueSource {
     }
 
     func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
-        guard let entry = index.withLock({ $0.entry(id) }), let request = try? log.readRequest(at: entry.locator.created) else { return nil }
+        guard let entry = index.withLock({ $0.entry(id) }) else { return nil }
+        let request: OperationRequest
+        do {
+            request = try log.readRequest(at: entry.locator.created)
+        } catch {
+            logger.warn("storage_read_failed", ["id": id.uuidString.lowercased(), "error": "\(error)"])
+            return nil
+        }
         var state = currentState(entry)
         if let location = entry.locator.state, let stored = try? log.readState(at: location) {
             state.response = stored.response
