@@ -65,6 +65,34 @@ import Testing
         #expect(recovered[1].state.status == .completed)
     }
 
+    /// X is created in a segment that stays (its neighbours are live) and deleted in a later
+    /// one that compaction rewrites: the delete must survive, or X comes back on reopen.
+    @Test func aDeleteSurvivesCompaction_WhenItsCreatedRecordStaysInAnOlderSegment() async throws {
+        let directory = try StorageTestDirectory()
+        let options = OperationLog.Options(segmentBytes: 2048, compactionLiveRatio: 0.5)
+        let (log, _) = try StorageSamples.open(directory, options: options)
+        let early = try await StorageSamples.fill(log, count: 6, bodySize: 300)
+        let index = StorageShared<[UUID: OperationLog.CompactedLocations]>([:])
+        for (request, location) in early { index.withLock { $0[request.id] = (location, nil) } }
+        let doomed = early[0].0.id
+        // Dead filler after the early segment, then the delete of X among it.
+        let filler = try await StorageSamples.fill(log, count: 12, bodySize: 300)
+        _ = try await log.append(.deleted(doomed))
+        index.withLock { $0[doomed] = nil }
+        for (request, _) in filler { _ = try await log.append(.deleted(request.id)) }
+        _ = try await StorageSamples.fill(log, count: 6, bodySize: 300)  // seals the segments above
+
+        let moved = try log.compact { id in index.value[id] }
+        for (id, locations) in moved { index.withLock { $0[id] = locations } }
+        log.close()
+
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        let ids = Set(recovered.map(\.request.id))
+        #expect(!ids.contains(doomed), "a deleted operation came back after compaction")
+        #expect(ids.isSuperset(of: early.dropFirst().map(\.0.id)))
+    }
+
     @Test func aCrashBetweenRenameAndDelete_LeavesBothFiles_AndOpenKeepsTheNewer() async throws {
         let directory = try StorageTestDirectory()
         let (log, index, live) = try await makeLog(directory)

@@ -38,6 +38,7 @@ extension OperationLog {
         var id: UUID
         var location: RecordLocation
         var isState: Bool
+        var isDelete = false
     }
 
     private func compactSegment(_ file: SegmentFile, current: (UUID) -> CompactedLocations?,
@@ -49,10 +50,18 @@ extension OperationLog {
         var neededBytes = 0
         var scanner = SegmentScanner(fd: file.fd, path: file.path, fileSize: size, start: Int64(SegmentHeader.size))
         _ = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
-            guard type != RecordFrame.RecordType.deleted.rawValue,
-                  let id = try? RecordCodec.decodeID(payload: payload), let now = current(id) else { return }
+            guard let id = try? RecordCodec.decodeID(payload: payload) else { return }
             let location = RecordLocation(segment: file.name.segment, generation: file.name.generation,
                                           offset: UInt64(offset), length: UInt32(frameLength))
+            if type == RecordFrame.RecordType.deleted.rawValue {
+                // Every delete is kept: the `created` record it cancels may sit in an older
+                // segment that this pass leaves as it is (mostly live), and without the delete
+                // the next recovery would bring the operation back. A delete is ~30 bytes.
+                needed.append(ScannedRecord(id: id, location: location, isState: false, isDelete: true))
+                neededBytes += frameLength
+                return
+            }
+            guard let now = current(id) else { return }
             let isState = type == RecordFrame.RecordType.updated.rawValue
             guard isState ? now.state == location : now.created == location else { return }
             needed.append(ScannedRecord(id: id, location: location, isState: isState))
@@ -77,7 +86,7 @@ extension OperationLog {
         }
         let replacement = try Self.createSegment(name, in: directory, io: options.io, body: body)
         try retire(file, replacement: replacement, size: Int(size))
-        for (record, location) in zip(needed, newLocations) {
+        for (record, location) in zip(needed, newLocations) where !record.isDelete {
             var entry = moved[record.id] ?? current(record.id) ?? (created: record.location, state: nil)
             if record.isState { entry.state = location } else { entry.created = location }
             moved[record.id] = entry
