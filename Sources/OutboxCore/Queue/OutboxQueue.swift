@@ -82,6 +82,7 @@ public final class OutboxQueue: Sendable {
     /// Removes completed operations past retention and expires old unfinished ones. Called
     /// periodically by `main`'s maintenance task.
     func maintain(now: Int64 = WallClock.millis()) async {
+        defer { compactIfDue(now: now) }
         let (retired, expired) = index.withLock {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
@@ -90,6 +91,36 @@ public final class OutboxQueue: Sendable {
             guard let entry = index.withLock({ $0.entry(id) }), entry.status == .pending else { continue }
             if let state = ReplayTransition.expire(current: currentState(entry), createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
                 await record(id, state)
+            }
+        }
+    }
+
+    private let lastCompaction = Atomic<Int64>(0)
+    private static let compactionIntervalMillis: Int64 = 30_000
+
+    /// Every 30 s: rewrites or removes sealed segments whose operations are gone, then points
+    /// the index at the moved records (only where it still points into the same segment: a
+    /// state written meanwhile lives in a newer one and wins).
+    private func compactIfDue(now: Int64) {
+        guard now - lastCompaction.load(ordering: .relaxed) >= Self.compactionIntervalMillis else { return }
+        lastCompaction.store(now, ordering: .relaxed)
+        let moved: [UUID: OperationLog.CompactedLocations]
+        do {
+            moved = try log.compact { id in
+                index.withLock { $0.entry(id).map { (created: $0.locator.created, state: $0.locator.state) } }
+            }
+        } catch {
+            logger.warn("storage_compaction_failed", ["error": "\(error)"])
+            return
+        }
+        guard !moved.isEmpty else { return }
+        index.withLock { index in
+            for (id, locations) in moved {
+                guard let entry = index.entry(id) else { continue }
+                var locator = entry.locator
+                if locator.created.segment == locations.created.segment { locator.created = locations.created }
+                if let state = locations.state, locator.state?.segment == state.segment { locator.state = state }
+                try? index.update(id, state: currentState(entry), locator: locator)
             }
         }
     }
@@ -236,8 +267,10 @@ extension OutboxQueue: ReplaySource {
         }
         switch step.next {
         case .deliver(let id):
-            guard let entry = index.withLock({ $0.entry(id) }), let request = try? log.readRequest(at: entry.locator.created) else {
-                return .idle
+            guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
+            guard let request = try? log.readRequest(at: entry.locator.created) else {
+                // A compaction moved it a moment ago: the index is about to point at the copy.
+                return .wait(until: now + 50)
             }
             return .attempt(id, request, currentState(entry))
         case .wait(let until): return .wait(until: until)
