@@ -18,6 +18,10 @@ final class ConnectionAcceptor: Sendable {
     /// The port, fixed for the acceptor's life so that a restart comes back on the same one.
     let port: UInt16
     private let core: Core
+    /// While stopped, a bound (not listening) socket keeps the port: connections are refused,
+    /// and no other test's `bind(port 0)` can be handed this port meanwhile (the kernel's
+    /// ephemeral search skips ports with a bound socket), which would answer in our place.
+    private let placeholder = Mutex<Int32>(-1)
 
     /// Binds 127.0.0.1:0 and starts accepting.
     init(handler: @escaping @Sendable (Connection) -> Void) throws {
@@ -29,6 +33,9 @@ final class ConnectionAcceptor: Sendable {
 
     deinit {
         core.stop()
+        placeholder.withLock { fd in
+            if fd >= 0 { close(fd) }
+        }
     }
 
     /// Connections accepted since creation, across restarts.
@@ -41,11 +48,18 @@ final class ConnectionAcceptor: Sendable {
     /// so the port can be bound again at once.
     func stop() {
         core.stop()
+        placeholder.withLock { fd in
+            if fd < 0 { fd = Socket.bindOnly(port: port) }
+        }
     }
 
     /// Listens on the same port again after `stop()`.
     func restart() throws {
         guard !isRunning else { return }
+        placeholder.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
         let (listener, _) = try Socket.listen(port: port)
         core.start(listener: listener)
     }

@@ -36,6 +36,26 @@ enum Socket {
         }
     }
 
+    /// A socket bound to 127.0.0.1:`port` but not listening (SO_REUSEADDR, so TIME_WAIT
+    /// connections of the old listener don't stop it): it holds the port; -1 if bind failed.
+    static func bindOnly(port: UInt16) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return -1 }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = loopbackAddress(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            close(fd)
+            return -1
+        }
+        return fd
+    }
+
     /// A non-blocking socket connected to 127.0.0.1:`port`; throws `.refused` when nothing listens.
     static func connect(port: UInt16, deadline: Deadline) throws -> Int32 {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
