@@ -132,8 +132,8 @@ extension QueueIndex {
         statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
         for lane in lanes.indices { lanes[lane] = Lane() }
         let slots = (0..<Int32(records.count))
-        ids.rebuild(capacityFor: records.count, slots: slots, hashOf: idHash)
-        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: keyHash)
+        ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.hashValue })
         for slot in slots {
             let index = Int(slot)
             records[index].placement = .none

@@ -99,3 +99,25 @@ extension QueueIndex {
         return found
     }
 }
+
+extension QueueIndex {
+    /// Bytes the index holds, counted from its arrays' capacities and the out-of-line storage
+    /// of strings too long to be stored inline (over 15 UTF-8 bytes; ~32 bytes of header
+    /// each). An estimate for reports and tests, independent of allocator behaviour.
+    public var footprintBytes: Int {
+        func outOfLine(_ text: String?) -> Int {
+            guard let text, text.utf8.count > 15 else { return 0 }
+            return text.utf8.count + 32
+        }
+        var bytes = records.capacity * MemoryLayout<Record>.stride + heapPositions.capacity * 4
+        bytes += ids.footprint + keys.footprint
+        for lane in lanes {
+            bytes += lane.heaps.reduce(0) { $0 + $1.slots.capacity * 4 } + lane.doomed.capacity * 8
+        }
+        for record in records {
+            bytes += outOfLine(record.tag) + outOfLine(record.lastError)
+            if case .text(let key) = record.key { bytes += outOfLine(key) }
+        }
+        return bytes
+    }
+}

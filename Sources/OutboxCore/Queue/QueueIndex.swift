@@ -158,8 +158,10 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             priority: priority, placement: .none, origin: originNumber, retryCount: 0, locator: locator))
         heapPositions.append(-1)
         nextSequence += 1
-        ids.insert(slot, hash: Self.hash(id), hashOf: idHash)
-        keys.insert(slot, hash: key.hashValue, hashOf: keyHash)
+        // The hash closures capture `records` only: a method reference would capture a copy of
+        // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
+        ids.insert(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.insert(slot, hash: key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
         apply(state, to: slot)
     }
 
@@ -184,8 +186,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard let slot = slot(of: id) else { return nil }
         let removed = entry(at: slot)
         setStatus(nil, of: slot)
-        ids.remove(slot, hash: Self.hash(id), hashOf: idHash)
-        keys.remove(slot, hash: records[Int(slot)].key.hashValue, hashOf: keyHash)
+        ids.remove(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.remove(slot, hash: records[Int(slot)].key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
         records[Int(slot)].tag = nil
         records[Int(slot)].lastError = nil
         records[Int(slot)].key = .text("")
@@ -251,10 +253,6 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     func slot(ofKey key: IndexedKey) -> Int32? {
         keys.find(hash: key.hashValue) { records[Int($0)].key == key }
     }
-
-    func idHash(_ slot: Int32) -> Int { Self.hash(records[Int(slot)].id) }
-
-    func keyHash(_ slot: Int32) -> Int { records[Int(slot)].key.hashValue }
 
     /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are
     /// not random (tests, other versions) still spread over the buckets.

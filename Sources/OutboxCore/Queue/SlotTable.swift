@@ -25,7 +25,7 @@ struct SlotTable: Sendable {
     /// Adds `slot` (not already present); `hashOf` gives any stored slot's hash for growing.
     mutating func insert(_ slot: Int32, hash: Int, hashOf: (Int32) -> Int) {
         if (count + 1) * 2 > buckets.count {
-            rebuild(capacityFor: (count + 1) * 2, slots: buckets.filter { $0 != Self.empty }, hashOf: hashOf)
+            rebuild(capacityFor: count + 1, slots: buckets.filter { $0 != Self.empty }, hashOf: hashOf)
         }
         place(slot, hash: hash)
         count += 1
@@ -55,7 +55,7 @@ struct SlotTable: Sendable {
         }
     }
 
-    /// Replaces the contents with `slots`.
+    /// Replaces the contents with `slots`, sized for `wanted` members at a load of at most ½.
     mutating func rebuild(capacityFor wanted: Int, slots: some Sequence<Int32>, hashOf: (Int32) -> Int) {
         var capacity = 16
         while capacity < wanted * 2 { capacity <<= 1 }
@@ -66,6 +66,9 @@ struct SlotTable: Sendable {
             count += 1
         }
     }
+
+    /// Bytes held by the bucket array.
+    var footprint: Int { buckets.capacity * MemoryLayout<Int32>.stride }
 
     private mutating func place(_ slot: Int32, hash: Int) {
         var index = hash & mask
