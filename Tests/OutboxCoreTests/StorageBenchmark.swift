@@ -1,0 +1,65 @@
+import Foundation
+import Glibc
+import OutboxCore
+import Testing
+
+/// The storage micro benchmark, run by `Benchmarks/storage-bench.sh` (release build): it only
+/// runs when `OUTBOX_STORAGE_BENCH` is set. Prints durable appends/s of 1 KiB operations with
+/// 64 concurrent appenders, then reopen time and the memory the recovered index takes.
+@Suite struct StorageBenchmark {
+    static var operations: Int { Int(ProcessInfo.processInfo.environment["OUTBOX_STORAGE_BENCH"] ?? "") ?? 0 }
+
+    @Test(.enabled(if: operations > 0))
+    func appendThroughputAndReopen() async throws {
+        let total = Self.operations
+        let appenders = 64
+        let base = ProcessInfo.processInfo.environment["OUTBOX_STORAGE_BENCH_DIR"] ?? NSTemporaryDirectory()
+        let directory = base + "/outbox-storage-bench-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let logger = Logger(level: .warn)
+        let (log, _) = try OperationLog.open(directory: directory, logger: logger)
+        let origin = Origin(scheme: .http, host: "127.0.0.1", port: 9000)
+        let body = [UInt8](repeating: 0x61, count: 1024)
+        let started = DispatchTime.now().uptimeNanoseconds
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for appender in 0..<appenders {
+                group.addTask {
+                    var index = appender
+                    while index < total {
+                        let request = OperationRequest(
+                            id: UUID(), origin: origin, method: "POST", target: "/v1/items",
+                            headers: [("Host", "127.0.0.1:9000"), ("Content-Type", "application/json"),
+                                      ("Idempotency-Key", "k")],
+                            body: body, idempotencyKey: UUID().uuidString, fingerprint: [UInt8](repeating: 7, count: 32),
+                            priority: .normal, tag: nil, dependsOn: nil, createdAt: Int64(index))
+                        _ = try await log.append(.created(request, OperationState()))
+                        index += appenders
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        print(String(format: "storage-bench: %d durable appends of 1 KiB ops, %d appenders: %.2f s, %.0f appends/s, %d MiB on disk",
+                     total, appenders, seconds, Double(total) / seconds, log.diskBytes >> 20))
+        log.close()
+
+        let rssBefore = Self.residentBytes()
+        let reopenStart = DispatchTime.now().uptimeNanoseconds
+        let (reopened, recovered) = try OperationLog.open(directory: directory, logger: logger)
+        let reopenSeconds = Double(DispatchTime.now().uptimeNanoseconds - reopenStart) / 1e9
+        let rssAfter = Self.residentBytes()
+        print(String(format: "storage-bench: reopen of %d operations: %.2f s; RSS %d MiB → %d MiB (+%d MiB holding the recovered list)",
+                     recovered.count, reopenSeconds, rssBefore >> 20, rssAfter >> 20, (rssAfter - rssBefore) >> 20))
+        #expect(recovered.count == total)
+        reopened.close()
+    }
+
+    static func residentBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        }
+        return 0
+    }
+}
