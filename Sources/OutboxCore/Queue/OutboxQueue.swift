@@ -295,6 +295,30 @@ extension OutboxQueue: ReplaySource {
         if state.status.isFinished { notifyDrainWaiters() }
     }
 
+    func recordSoon(_ id: UUID, _ state: OperationState) {
+        let woken = index.withLock { index -> [Origin] in
+            try? index.update(id, state: state)
+            return index.takeLanesToWake()
+        }
+        wake(woken)
+        log.append(.updated(id, state)) { [self] result in
+            switch result {
+            case .success(let location):
+                // Later states of the same operation are appended (and complete) after this
+                // one, so the last completion to run carries the newest location.
+                index.withLock { index in
+                    guard let entry = index.entry(id) else { return }
+                    var locator = entry.locator
+                    locator.state = location
+                    try? index.update(id, state: currentState(entry), locator: locator)
+                }
+            case .failure(let error):
+                logger.error("storage_failed", ["operation": "update", "error": "\(error)"])
+            }
+        }
+        if state.status.isFinished { notifyDrainWaiters() }
+    }
+
     var originsWithWork: [Origin] {
         index.withLock { index in index.knownOrigins.filter { index.hasQueued(origin: $0) } }
     }

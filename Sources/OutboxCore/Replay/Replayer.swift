@@ -6,6 +6,11 @@ protocol ReplaySource: Sendable {
     func nextWork(for origin: Origin, now: Int64) -> ReplayWork
     /// Writes the new state durably (returns after its fdatasync).
     func record(_ id: UUID, _ state: OperationState) async
+    /// Applies the new state now and writes it behind the caller's back: the lane goes on
+    /// while the group commit persists it. A crash before that write is durable replays the
+    /// operation once more with the same idempotency key — SPEC §4's at-least-once for
+    /// operations in flight.
+    func recordSoon(_ id: UUID, _ state: OperationState)
     /// Origins with operations that are not finished.
     var originsWithWork: [Origin] { get }
     var forcedOffline: Bool { get }
@@ -141,7 +146,8 @@ public actor Replayer {
             return
         }
         let inProgress = ReplayTransition.startAttempt(current: state, now: started)
-        await source.record(id, inProgress)
+        // Recovery turns inProgress back into pending anyway: no need to wait for this one.
+        source.recordSoon(id, inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
         let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)
@@ -169,6 +175,6 @@ public actor Replayer {
                                    "attempt": String(state.retryCount + 1), "status": next.status.rawValue,
                                    "error": next.lastError ?? "-"])
         }
-        await source.record(id, next)
+        source.recordSoon(id, next)
     }
 }

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The durable queue on loopback, in one run:
+#   (a) durable 202s per second: wrk POSTing 1 KiB bodies with the upstream down, 64
+#       connections, next to this disk's limits for one file per operation (the seed's
+#       design), one fdatasync per record, and batches of 64 (fsync-limit.c);
+#   (b) drain rate: the operations queued in (a) replayed into a local nginx once it starts;
+#   (c) restart with OPS_1M queued 1 KiB operations: time until listening, peak RSS.
+#
+#   Benchmarks/queue.sh                 # ~3-4 min with OPS_1M=1000000
+#   OPS_1M=0 Benchmarks/queue.sh        # skip (c)
+#   DURATION=5 OPS_1M=200000 Benchmarks/queue.sh
+#
+# Loopback only; every process started here is stopped on exit; data lives in a temp dir.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-64}
+OPS_1M=${OPS_1M:-1000000}
+BASE_PORT=${BASE_PORT:-19100}
+UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3))
+RUN=$(mktemp -d /tmp/queuebench.XXXXXX)
+PIDS=()
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+cleanup() {
+  local p
+  # TERM first: nginx's master stops its workers on TERM, a KILL would orphan them.
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for tool in wrk nginx curl python3 gcc; do command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install wrk nginx curl)" >&2; exit 1; }; done
+for port in $UP_PORT $OBX_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "port $port is in use" >&2; exit 1; fi
+done
+
+log "building outbox (release)"
+(cd "$ROOT" && swift build -c release --product outbox >/dev/null)
+BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+
+BODY=$(printf 'x%.0s' $(seq 1 1014))
+sed -e "s#@RUNDIR@#$RUN#g" -e "s#@UP_PORT@#$UP_PORT#g" -e "s#@BODY1K@#$BODY#" "$HERE/upstream.conf" >"$RUN/upstream.conf"
+mkdir -p "$RUN/upstream-body"
+
+start_outbox() {  # data dir; sets OBX_PID, waits for the listening line, prints seconds taken
+  local t0 i
+  t0=$(date +%s.%N)
+  "$BIN" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$UP_PORT" --data-dir "$1" \
+    --log-level warn 2>"$RUN/outbox.err" &
+  OBX_PID=$!
+  PIDS+=("$OBX_PID")
+  for ((i = 0; i < 6000; i++)); do
+    grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null && break
+    kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; exit 1; }
+    sleep 0.01
+  done
+  python3 -c "print(f'{$(date +%s.%N) - $t0:.2f}')"
+}
+
+count() {  # status field of /admin/status counts
+  curl -s "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; c=json.load(sys.stdin)['counts']; print($1)"
+}
+
+rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+
+# ---- (a) durable enqueues
+log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
+start_outbox "$RUN/data-a" >/dev/null
+wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
+QUEUED=$(count "c['pending']")
+RPS=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-a.txt")
+P50=$(awk '$1 == "50%" {print $2}' "$RUN/wrk-a.txt")
+P99=$(awk '$1 == "99%" {print $2}' "$RUN/wrk-a.txt")
+NON2XX=$(awk '/Non-2xx/ {print $5}' "$RUN/wrk-a.txt")
+gcc -O2 -o "$RUN/fsync-limit" "$HERE/fsync-limit.c"
+mkdir -p "$RUN/fsync"
+"$RUN/fsync-limit" "$RUN/fsync" 5 rename append group64 >"$RUN/fsync.txt" 2>&1 || true
+
+# ---- (b) drain
+log "(b) drain: starting the upstream with $QUEUED operations queued"
+nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
+PIDS+=($!)
+T0=$(date +%s.%N)
+for ((i = 0; i < 6000; i++)); do
+  busy=$(count "c['pending'] + c['inProgress']" 2>/dev/null || echo 1)
+  [[ $busy == 0 ]] && break
+  sleep 0.05
+done
+T1=$(date +%s.%N)
+COMPLETED=$(count "c['completed']")
+DRAIN=$(python3 -c "print(f'{$COMPLETED / ($T1 - $T0):.0f}')")
+kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
+
+# ---- (c) a million queued operations: restart time and memory
+if ((OPS_1M > 0)); then
+  log "(c) queueing $OPS_1M operations (upstream down), then kill -9 and restart"
+  kill "${PIDS[1]}" 2>/dev/null || true   # nginx: the upstream is down again
+  sleep 0.5
+  start_outbox "$RUN/data-c" >/dev/null
+  while (( $(count "c['pending']") < OPS_1M )); do
+    wrk -t2 -c"$CONNS" -d5s -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
+  done
+  HELD=$(count "c['pending']")
+  BEFORE_RSS=$(rss_mb "$OBX_PID" VmHWM)
+  kill -9 "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
+  RESTART=$(start_outbox "$RUN/data-c")
+  RESTART_RSS=$(rss_mb "$OBX_PID" VmRSS)
+  RESTART_HWM=$(rss_mb "$OBX_PID" VmHWM)
+  DISK=$(du -sm "$RUN/data-c" | cut -f1)
+fi
+
+echo
+echo "# queue benchmark, $(date -u +%FT%TZ), $(nproc) CPUs, data on $(findmnt -no SOURCE -T "$RUN" 2>/dev/null || echo '?')"
+printf '(a) durable 202/s   %8s req/s  p50 %s  p99 %s  non-2xx %s  (wrk -c%s -d%ss, %s queued)\n' "$RPS" "$P50" "$P99" "${NON2XX:-0}" "$CONNS" "$DURATION" "$QUEUED"
+echo "    same disk, fsync-limit.c (records/s):"
+awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
+printf '(b) drain           %8s ops/s  (%s operations replayed into nginx)\n' "$DRAIN" "$COMPLETED"
+if ((OPS_1M > 0)); then
+  printf '(c) %s queued: restart %ss to listening; RSS after restart %s MB (peak %s MB); before kill peak %s MB; %s MB on disk\n' \
+    "$HELD" "$RESTART" "$RESTART_RSS" "$RESTART_HWM" "$BEFORE_RSS" "$DISK"
+fi
