@@ -49,11 +49,11 @@ BODY=$(printf 'x%.0s' $(seq 1 1014))
 sed -e "s#@RUNDIR@#$RUN#g" -e "s#@UP_PORT@#$UP_PORT#g" -e "s#@BODY1K@#$BODY#" "$HERE/upstream.conf" >"$RUN/upstream.conf"
 mkdir -p "$RUN/upstream-body"
 
-start_outbox() {  # data dir; sets OBX_PID, waits for the listening line, prints seconds taken
+start_outbox() {  # data dir; sets OBX_PID and STARTED (seconds until the listening line)
   local t0 i
   t0=$(date +%s.%N)
   "$BIN" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$UP_PORT" --data-dir "$1" \
-    --log-level warn 2>"$RUN/outbox.err" &
+    --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &
   OBX_PID=$!
   PIDS+=("$OBX_PID")
   for ((i = 0; i < 6000; i++)); do
@@ -61,7 +61,7 @@ start_outbox() {  # data dir; sets OBX_PID, waits for the listening line, prints
     kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; exit 1; }
     sleep 0.01
   done
-  python3 -c "print(f'{$(date +%s.%N) - $t0:.2f}')"
+  STARTED=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.2f}')")
 }
 
 count() {  # status field of /admin/status counts
@@ -70,9 +70,11 @@ count() {  # status field of /admin/status counts
 
 rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 
+SKIP_AB=${SKIP_AB:-0}
+if ((SKIP_AB == 0)); then
 # ---- (a) durable enqueues
 log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
-start_outbox "$RUN/data-a" >/dev/null
+start_outbox "$RUN/data-a"
 wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
 QUEUED=$(count "c['pending']")
 RPS=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-a.txt")
@@ -86,7 +88,8 @@ mkdir -p "$RUN/fsync"
 # ---- (b) drain
 log "(b) drain: starting the upstream with $QUEUED operations queued"
 nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
-PIDS+=($!)
+NGINX_PID=$!
+PIDS+=("$NGINX_PID")
 T0=$(date +%s.%N)
 for ((i = 0; i < 6000; i++)); do
   busy=$(count "c['pending'] + c['inProgress']" 2>/dev/null || echo 1)
@@ -97,20 +100,22 @@ T1=$(date +%s.%N)
 COMPLETED=$(count "c['completed']")
 DRAIN=$(python3 -c "print(f'{$COMPLETED / ($T1 - $T0):.0f}')")
 kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
+fi
 
 # ---- (c) a million queued operations: restart time and memory
 if ((OPS_1M > 0)); then
   log "(c) queueing $OPS_1M operations (upstream down), then kill -9 and restart"
-  kill "${PIDS[1]}" 2>/dev/null || true   # nginx: the upstream is down again
-  sleep 0.5
-  start_outbox "$RUN/data-c" >/dev/null
+  # nginx, if (b) started it: the upstream must be down again
+  [[ -z ${NGINX_PID:-} ]] || { kill "$NGINX_PID" 2>/dev/null || true; wait "$NGINX_PID" 2>/dev/null || true; }
+  start_outbox "$RUN/data-c"
   while (( $(count "c['pending']") < OPS_1M )); do
     wrk -t2 -c"$CONNS" -d5s -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
   done
   HELD=$(count "c['pending']")
   BEFORE_RSS=$(rss_mb "$OBX_PID" VmHWM)
   kill -9 "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
-  RESTART=$(start_outbox "$RUN/data-c")
+  start_outbox "$RUN/data-c"
+  RESTART=$STARTED
   RESTART_RSS=$(rss_mb "$OBX_PID" VmRSS)
   RESTART_HWM=$(rss_mb "$OBX_PID" VmHWM)
   DISK=$(du -sm "$RUN/data-c" | cut -f1)
@@ -118,10 +123,12 @@ fi
 
 echo
 echo "# queue benchmark, $(date -u +%FT%TZ), $(nproc) CPUs, data on $(findmnt -no SOURCE -T "$RUN" 2>/dev/null || echo '?')"
+if ((SKIP_AB == 0)); then
 printf '(a) durable 202/s   %8s req/s  p50 %s  p99 %s  non-2xx %s  (wrk -c%s -d%ss, %s queued)\n' "$RPS" "$P50" "$P99" "${NON2XX:-0}" "$CONNS" "$DURATION" "$QUEUED"
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
 printf '(b) drain           %8s ops/s  (%s operations replayed into nginx)\n' "$DRAIN" "$COMPLETED"
+fi
 if ((OPS_1M > 0)); then
   printf '(c) %s queued: restart %ss to listening; RSS after restart %s MB (peak %s MB); before kill peak %s MB; %s MB on disk\n' \
     "$HELD" "$RESTART" "$RESTART_RSS" "$RESTART_HWM" "$BEFORE_RSS" "$DISK"

@@ -33,20 +33,28 @@ public final class OutboxQueue: Sendable {
 
     /// Opens (and recovers) the log in `config.dataDirectory` and rebuilds the index.
     public init(config: OutboxConfig, reachability: Reachability, logger: Logger) throws(StorageError) {
-        let (log, recovered) = try OperationLog.open(directory: config.dataDirectory, logger: logger)
+        // The index is built straight from the records as recovery reads them, in log order:
+        // no list of recovered operations ever exists beside it.
         var index = QueueIndex<StoredAt>()
-        for operation in recovered {
-            let summary = operation.request
-            var state = operation.state
-            // SPEC §4: an operation in flight when the process died is pending again.
-            if state.status == .inProgress { state.status = .pending }
-            do {
-                try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
-                                 priority: summary.priority, tag: summary.tag, dependsOn: summary.dependsOn,
-                                 createdAt: summary.createdAt, state: state,
-                                 locator: StoredAt(created: operation.createdAt, state: operation.stateAt))
-            } catch {
-                logger.warn("recovery_skipped", ["id": summary.id.uuidString.lowercased(), "error": "\(error)"])
+        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
+            switch event {
+            case .created(let summary, var state, let location):
+                // SPEC §4: an operation in flight when the process died is pending again.
+                if state.status == .inProgress { state.status = .pending }
+                do {
+                    try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
+                                     priority: summary.priority, tag: summary.tag, dependsOn: summary.dependsOn,
+                                     createdAt: summary.createdAt, state: state,
+                                     locator: StoredAt(created: location, state: nil))
+                } catch {
+                    logger.warn("recovery_skipped", ["id": summary.id.uuidString.lowercased(), "error": "\(error)"])
+                }
+            case .updated(let id, var state, let location):
+                guard let entry = index.entry(id) else { return }
+                if state.status == .inProgress { state.status = .pending }
+                try? index.update(id, state: state, locator: StoredAt(created: entry.locator.created, state: location))
+            case .deleted(let id):
+                index.remove(id)
             }
         }
         self.log = log

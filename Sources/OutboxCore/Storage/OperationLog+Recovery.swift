@@ -8,14 +8,51 @@ extension OperationLog {
     /// Never crashes on bad bytes: it throws only when the directory or a file cannot be used.
     public static func open(directory: String, options: Options = .init(),
                             logger: Logger) throws(StorageError) -> (OperationLog, [RecoveredOperation]) {
+        var builder = RecoveryBuilder()
+        let log = try open(directory: directory, options: options, logger: logger) { type, payload, location in
+            builder.apply(type: type, payload: payload, at: location)
+        }
+        return (log, builder.finish())
+    }
+
+    /// One record met by recovery, in log order (bodies not decoded; states without response
+    /// or conflict bodies).
+    public enum RecoveryEvent {
+        case created(OperationSummary, OperationState, RecordLocation)
+        case updated(UUID, OperationState, RecordLocation)
+        case deleted(UUID)
+    }
+
+    /// Opens and recovers like ``open(directory:options:logger:)``, but hands every record to
+    /// `visit` as it is read instead of building a list: the caller's index is then the only
+    /// copy of the operations in memory (what keeps a restart with a million queued
+    /// operations small).
+    public static func open(directory: String, options: Options = .init(), logger: Logger,
+                            visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
+        var origins = OriginTable()
+        return try open(directory: directory, options: options, logger: logger) { type, payload, location in
+            guard let summary = try? RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins) else { return false }
+            switch summary {
+            case .created(let request, let state):
+                visit(.created(request, RecoveryBuilder.withoutBodies(state), location))
+            case .updated(let id, let state):
+                visit(.updated(id, RecoveryBuilder.withoutBodies(state), location))
+            case .deleted(let id):
+                visit(.deleted(id))
+            }
+            return true
+        }
+    }
+
+    private static func open(directory: String, options: Options, logger: Logger,
+                             apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
         var files: [UInt32: SegmentFile] = [:]
-        var builder = RecoveryBuilder()
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
         for name in names {
-            guard let (file, end) = try recoverSegment(name, in: directory, builder: &builder, logger: logger) else { continue }
+            guard let (file, end) = try recoverSegment(name, in: directory, apply: apply, logger: logger) else { continue }
             files[name.segment] = file
             diskBytes += Int(end)
             last = (file, end)
@@ -29,9 +66,8 @@ extension OperationLog {
             diskBytes += SegmentHeader.size
             cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: 2)
         }
-        let log = OperationLog(directory: directory, options: options, logger: logger, files: files,
-                               cursor: cursor, diskBytes: diskBytes)
-        return (log, builder.finish())
+        return OperationLog(directory: directory, options: options, logger: logger, files: files,
+                            cursor: cursor, diskBytes: diskBytes)
     }
 
     /// Creates missing directories with mode 0700.
@@ -83,7 +119,8 @@ extension OperationLog {
     /// Scans one segment into `builder` and cuts it after its last valid record. Returns the
     /// open file and where its data ends, or nil when the file is not a segment of ours (it is
     /// then renamed to `*.corrupt` and left for a human).
-    private static func recoverSegment(_ name: SegmentName, in directory: String, builder: inout RecoveryBuilder,
+    private static func recoverSegment(_ name: SegmentName, in directory: String,
+                                       apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool,
                                        logger: Logger) throws(StorageError) -> (SegmentFile, Int64)? {
         let path = directory + "/" + name.fileName
         let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
@@ -106,7 +143,7 @@ extension OperationLog {
         var malformed = 0
         let end = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
             let location = RecordLocation(segment: name.segment, generation: name.generation, offset: UInt64(offset), length: UInt32(frameLength))
-            if !builder.apply(type: type, payload: payload, at: location) { malformed += 1 }
+            if !apply(type, payload, location) { malformed += 1 }
         }
         if malformed > 0 {
             logger.warn("storage_records_skipped", ["file": path, "records": String(malformed), "reason": "checksum valid but payload does not parse"])
@@ -169,7 +206,7 @@ struct RecoveryBuilder {
         return operations
     }
 
-    private static func withoutBodies(_ state: OperationState) -> OperationState {
+    static func withoutBodies(_ state: OperationState) -> OperationState {
         var state = state
         state.response = nil
         state.conflict = nil
