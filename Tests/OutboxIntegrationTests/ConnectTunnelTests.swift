@@ -45,7 +45,8 @@ struct ConnectTunnelTests {
     }
 
     @Test func connectToAPortWithNothingListeningIsServiceUnavailable() async throws {
-        let deadPort = try LocalPort.unused()
+        let dead = try LocalPort.refusing()
+        let deadPort = dead.port
         let upstream = try TestUpstream()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
             {"forwardProxy": {"enabled": true, "allowedHosts": ["*"], "connectPorts": [\(deadPort)]}}

@@ -161,7 +161,8 @@ struct HarnessServerTests {
     }
 
     @Test func unusedPortRefusesAndReservedPortAccepts() throws {
-        #expect(RawClient.isRefused(port: try LocalPort.unused()))
+        let dead = try LocalPort.refusing()
+        #expect(RawClient.isRefused(port: dead.port))
         let reservation = try LocalPort.reserve()
         #expect(!RawClient.isRefused(port: reservation.port))
     }

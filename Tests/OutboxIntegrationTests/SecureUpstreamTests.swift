@@ -87,8 +87,8 @@ struct SecureUpstreamTests {
     }
 
     @Test func httpsOriginNotListeningGivesServiceUnavailableWithRetryAfter() async throws {
-        let port = try LocalPort.unused()
-        let outbox = try await OutboxProcess.start(upstream: "https://127.0.0.1:\(port)")
+        let dead = try LocalPort.refusing()
+        let outbox = try await OutboxProcess.start(upstream: "https://127.0.0.1:\(dead.port)")
         let response = try outbox.exchange("GET /hello HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
         expectErrorResponse(response, status: 503, from: outbox)
         let retryAfter = try #require(response.headers["Retry-After"], "503 without Retry-After\n\(response)")

@@ -24,7 +24,22 @@ enum LocalPort {
         return Reservation(fd: fd, port: port)
     }
 
-    /// A port that was free a moment ago and has no listener: connecting to it is refused.
+    /// A port held by a bound socket that does not listen: connecting is refused, and no other
+    /// test can be handed the port while the reservation lives (parallel tests would otherwise
+    /// race for a port "known" to be dead).
+    static func refusing() throws -> Reservation {
+        let fd = Socket.bindOnly(port: 0)
+        guard fd >= 0 else { throw HarnessError("cannot bind a refusing port") }
+        do {
+            return Reservation(fd: fd, port: try Socket.localPort(of: fd))
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// A port that was free a moment ago and has no listener, for a test that must bind it
+    /// itself (another process could take it meanwhile: prefer `refusing()` for dead ports).
     static func unused() throws -> UInt16 {
         let (fd, port) = try Socket.listen()
         close(fd)
