@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+/// The ends of an operation's life and the probes that decide when replay starts (SPEC §4):
+/// TTL expiry, removal after `completedRetentionSeconds`, `GET probePath` probes, and a
+/// drain that cannot finish.
+@Suite("Queue: lifecycle and probes")
+struct QueueLifecycleTests {
+    @Test func unfinishedOperationOlderThanTheTTLFailsAsExpired() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
+            queue: #""ttlSeconds": 0.3"#))
+        let queued = try outbox.enqueue(body: "too late")
+        let expired = try await outbox.waitForOperation(queued.id, toBe: ["failed"])
+        #expect(expired.string("lastError") == "expired", "\(expired)")
+        try upstream.restart()
+        // Nothing is left to deliver: the drain is immediate and the upstream sees nothing.
+        try outbox.drain()
+        #expect(upstream.requests.isEmpty)
+    }
+
+    @Test func completedOperationIsRemovedAfterTheRetentionPeriod() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("stored", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
+            queue: #""completedRetentionSeconds": 0.5"#))
+        let queued = try outbox.enqueue(body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
+        try upstream.restart()
+        try outbox.drain()
+        #expect(try outbox.operation(queued.id).string("status") == "completed")
+        // Retained: the same request is answered from the stored response.
+        let replayed = try outbox.send("POST", "/items", body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
+        #expect(replayed.headers["Idempotent-Replayed"] == "true", "\(replayed)")
+        // Then gone: the admin API answers 404 once retention has passed.
+        let deadline = Deadline(after: .seconds(10))
+        var status = 200
+        while status != 404 && !deadline.hasPassed {
+            status = try outbox.admin("operations/\(queued.id)").status
+            if status != 404 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 404, "the completed operation outlived completedRetentionSeconds\n\(outbox)")
+    }
+
+    @Test func drainAnswers504WhileTheUpstreamStaysDown() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        _ = try outbox.enqueue(body: "stuck")
+        let started = ContinuousClock.now
+        let response = try outbox.admin("drain?timeoutSeconds=0.5")
+        #expect(response.status == 504, "\(response)")
+        #expect(response.bodyText.contains(#""drained":false"#), "\(response)")
+        #expect(ContinuousClock.now - started >= .milliseconds(450))
+    }
+
+    @Test func probePathMustAnswerBelow500BeforeReplayStarts() async throws {
+        let healthy = Gate()
+        let upstream = try TestUpstream { request in
+            if request.target == "/health" {
+                // Sick until the test opens the gate: the origin accepts connections but is not ready.
+                return healthy.isOpen ? .respond(.text("ok")) : .respond(.text("starting", status: 503))
+            }
+            return .respond(.text("stored", status: 201))
+        }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"reachability": {"probeIntervalSeconds": 0.1, "probePath": "/health"}, "retry": {"preset": "immediate"}}
+            """)
+        let queued = try outbox.enqueue(body: "after health")
+        try upstream.restart()
+        // TCP connects now succeed, but the probe path says 503: several probes, no delivery.
+        _ = try await upstream.waitForRequests(3)
+        #expect(upstream.requests.allSatisfy { $0.target == "/health" }, "\(upstream.requests.map(\.target))")
+        #expect(try outbox.operation(queued.id).string("status") == "pending")
+        healthy.open()
+        let done = try await outbox.waitForOperation(queued.id, toBe: ["completed"])
+        #expect(done.string("status") == "completed")
+        #expect(upstream.requests.contains { $0.target == "/items" && $0.method == "POST" })
+    }
+}
