@@ -16,6 +16,15 @@ protocol ReplaySource: Sendable {
     var forcedOffline: Bool { get }
 }
 
+/// What the replayer sends through: the server's event loops in production (``UpstreamClient``),
+/// a script in tests.
+protocol ReplayTransport: Sendable {
+    func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
+              maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
+}
+
+extension UpstreamClient: ReplayTransport {}
+
 /// The next thing a lane should do.
 enum ReplayWork: Sendable {
     /// Attempt this operation now.
@@ -36,14 +45,13 @@ enum ReplayWork: Sendable {
 /// retry is due. `kick` wakes a parked lane (new operation, origin back, flush).
 public actor Replayer {
     private let source: ReplaySource
-    private let client: UpstreamClient
+    private let client: ReplayTransport
     private let reachability: Reachability
     private let policy: RetryPolicy
     private let unavailableStatuses: Set<Int>
     private let ttlMillis: Int64
     private let logger: Logger
-    private let now: @Sendable () -> Int64
-    private let sleep: @Sendable (Int64) async -> Void
+    private let clock: ReplayClock
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
@@ -52,12 +60,11 @@ public actor Replayer {
     /// Largest upstream response body kept with a completed or conflicted operation.
     static let maxStoredResponseBytes = 1 << 20
 
-    init(source: ReplaySource, client: UpstreamClient, reachability: Reachability, policy: RetryPolicy,
+    /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
+    ///   backoff is stepped through instead of slept through.
+    init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
-         now: @escaping @Sendable () -> Int64 = { WallClock.millis() },
-         sleep: @escaping @Sendable (Int64) async -> Void = { millis in
-             try? await Task.sleep(nanoseconds: UInt64(max(0, millis)) * 1_000_000)
-         }) {
+         clock: ReplayClock = SystemReplayClock()) {
         self.source = source
         self.client = client
         self.reachability = reachability
@@ -65,9 +72,10 @@ public actor Replayer {
         self.unavailableStatuses = unavailableStatuses
         ttlMillis = Int64(ttlSeconds * 1000)
         self.logger = logger
-        self.now = now
-        self.sleep = sleep
+        self.clock = clock
     }
+
+    private func now() -> Int64 { clock.nowMilliseconds }
 
     /// Starts lanes for every origin with stored work (after a restart).
     func startAll() {
@@ -120,11 +128,10 @@ public actor Replayer {
     private func park(_ origin: Origin, until deadline: Int64?) async {
         if kicked.contains(origin) { return }
         if let deadline {
-            let delay = deadline - now()
-            if delay <= 0 { return }
-            let sleep = self.sleep
+            if deadline <= now() { return }
+            let clock = self.clock
             Task {
-                await sleep(delay)
+                try? await clock.sleep(until: deadline)
                 // This task runs on the actor: a spurious wake only makes the lane look again.
                 self.wake(origin)
             }
