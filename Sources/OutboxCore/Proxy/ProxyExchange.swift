@@ -118,25 +118,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming)
-            if origin.scheme == .https {
-                transport = client.context.secureTransport.transport(for: client.loop)
-                beginCall()
-                return
-            }
-            let pool = client.loopState.pool
-            transport = pool
-            if pool.isReady(origin) {
-                // The common case, without the closure (and the weak reference) below.
-                beginCall()
-            } else {
-                pool.prepare(origin) { [weak self] result in
-                    guard let self, self.phase == .preparing else { return }
-                    switch result {
-                    case .success: self.beginCall()
-                    case .failure(let error): self.upstreamFailed(error)
-                    }
-                }
-            }
+            startForwarding()
         }
     }
 
@@ -390,12 +372,13 @@ final class ProxyExchange: UpstreamResponseHandler {
             store(queue)
             return
         }
-        forwardBuffered()
+        startForwarding()
     }
 
     private var requestFramingOverride: HTTPBodyFraming?
 
-    private func forwardBuffered() {
+    /// Picks the transport and begins the call, after a name lookup when one is needed.
+    private func startForwarding() {
         guard let origin else { return }
         if origin.scheme == .https {
             transport = client.context.secureTransport.transport(for: client.loop)

@@ -23,6 +23,10 @@ public final class OutboxQueue: Sendable {
     private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)]]>([:])
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
+    /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
+    /// readers see them until the record (and its location) takes over.
+    private let unwritten = Mutex<[UUID: (serial: UInt64, state: OperationState)]>([:])
+    private let serials = Atomic<UInt64>(0)
     let reachability: Reachability
     private let replayer = Mutex<Replayer?>(nil)
     private let logger: Logger
@@ -193,6 +197,7 @@ extension OutboxQueue: QueueGateway {
     }
 
     func completedResponse(of id: UUID) -> StoredResponse? {
+        if let pending = unwritten.withLock({ $0[id]?.state }) { return pending.response }
         guard let location = index.withLock({ $0.entry(id)?.locator.state }) else { return nil }
         return (try? log.readState(at: location))?.response
     }
@@ -304,6 +309,8 @@ extension OutboxQueue: ReplaySource {
     }
 
     func recordSoon(_ id: UUID, _ state: OperationState) {
+        let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
+        unwritten.withLock { $0[id] = (serial, state) }
         let woken = index.withLock { index -> [Origin] in
             try? index.update(id, state: state)
             return index.takeLanesToWake()
@@ -319,6 +326,9 @@ extension OutboxQueue: ReplaySource {
                     var locator = entry.locator
                     locator.state = location
                     try? index.update(id, state: currentState(entry), locator: locator)
+                }
+                unwritten.withLock { map in
+                    if map[id]?.serial == serial { map.removeValue(forKey: id) }
                 }
             case .failure(let error):
                 logger.error("storage_failed", ["operation": "update", "error": "\(error)"])
@@ -387,7 +397,10 @@ extension OutboxQueue: AdminQueueSource {
             return nil
         }
         var state = currentState(entry)
-        if let location = entry.locator.state, let stored = try? log.readState(at: location) {
+        if let pending = unwritten.withLock({ $0[id]?.state }) {
+            state.response = pending.response
+            state.conflict = pending.conflict
+        } else if let location = entry.locator.state, let stored = try? log.readState(at: location) {
             state.response = stored.response
             state.conflict = stored.conflict
         }
