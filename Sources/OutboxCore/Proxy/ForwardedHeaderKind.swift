@@ -33,6 +33,7 @@ enum ForwardedHeaderKind {
     private static let outboxModeName = bytes("outbox-mode")
     private static let outboxPriorityName = bytes("outbox-priority")
     private static let outboxDependsOnName = bytes("outbox-depends-on")
+    private static let outboxAttemptName = bytes("outbox-attempt")
 
     /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
     /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
@@ -48,6 +49,7 @@ enum ForwardedHeaderKind {
         case 7: kind = matches(trailerName) || matches(upgradeName) ? .hopByHop : .keep
         case 10: kind = matches(connectionName) || matches(keepAliveName) ? .hopByHop : matches(outboxTagName) ? .control : .keep
         case 11: kind = matches(outboxModeName) ? .control : .keep
+        case 14: kind = matches(outboxAttemptName) ? .control : .keep
         case 15: kind = matches(xForwardedForName) ? .forwardedFor : matches(outboxPriorityName) ? .control : .keep
         case 16: kind = matches(proxyConnectionName) ? .hopByHop : matches(xForwardedHostName) ? .forwardedHost : .keep
         case 17:

@@ -39,7 +39,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     /// Set for a request the queue may store (method in `queue.methods`).
     private var queueable = false
     private var target = ""
-    private var control = ControlValues()
+    private var control = ControlHeaders()
     private var idempotencyKey = ""
     private var fingerprint: [UInt8] = []
     /// Set for a request to the admin API: the path below `admin.pathPrefix`.
@@ -93,12 +93,11 @@ final class ProxyExchange: UpstreamResponseHandler {
             self.origin = origin
             self.target = target
             if let queue = client.context.queue {
-                switch ControlValues.parse(head.headers) {
-                case .failure(let error):
-                    fail(error)
+                do {
+                    control = try ControlHeaders(parsing: head.headers)
+                } catch {
+                    fail(.badRequest(error.message))
                     return
-                case .success(let values):
-                    control = values
                 }
                 if client.context.queueMethods.contains(head.method) {
                     queueable = true
@@ -368,7 +367,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         if !upstream.headers.contains(headerName) { upstream.headers.add(headerName, idempotencyKey) }
         upstreamHead = upstream
         requestFramingOverride = .contentLength(bodyCopy.count)
-        if queue.forcedOffline || control.queueOnly || !queue.isOnline(origin) || queue.hasQueued(origin) {
+        if queue.forcedOffline || control.forceQueue || !queue.isOnline(origin) || queue.hasQueued(origin) {
             store(queue)
             return
         }
