@@ -140,7 +140,7 @@ struct AdminAPI: Sendable {
         let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], after: after, limit: limit)
         return Response(status: 200, body: .object([
             ("operations", .array(page.items.map { summary($0) })),
-            ("next", page.next.map { .string($0.uuidString.lowercased()) } ?? .null),
+            ("next", page.next.map { .string($0.lowercasedText) } ?? .null),
         ]))
     }
 
@@ -150,11 +150,11 @@ struct AdminAPI: Sendable {
 
     private func commonMembers(_ op: OperationSnapshot) -> [(String, JSON)] {
         [
-            ("id", .string(op.id.uuidString.lowercased())), ("method", .string(op.method)),
+            ("id", .string(op.id.lowercasedText)), ("method", .string(op.method)),
             ("url", .string(op.origin.description + op.target)), ("origin", .string(op.origin.description)),
             ("idempotencyKey", .string(op.idempotencyKey)), ("status", .string(op.state.status.rawValue)),
             ("priority", .string(op.priority.name)), ("tag", .string(op.tag)),
-            ("dependsOn", op.dependsOn.map { .string($0.uuidString.lowercased()) } ?? .null),
+            ("dependsOn", op.dependsOn.map { .string($0.lowercasedText) } ?? .null),
             ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
             ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("retryCount", .int(op.state.retryCount)), ("maxRetries", .int(queue.maxRetries)),

@@ -331,7 +331,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         let headerName = client.context.idempotencyHeader
         switch head.headers.count(of: headerName) {
         case 0:
-            idempotencyKey = UUID().uuidString.lowercased()
+            idempotencyKey = UUIDText.lowercase(UUID())
         case 1:
             idempotencyKey = head.headers.first(headerName) ?? ""
             guard IdempotencyKey.isValid(idempotencyKey) else {
@@ -342,8 +342,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             fail(.badRequest("several \(headerName) headers"))
             return
         }
-        fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
         if let existing = queue.operation(withKey: idempotencyKey) {
+            fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
             guard existing.fingerprint == fingerprint else {
                 fail(.keyReused(headerName))
                 return
@@ -411,6 +411,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             dependsOn = resolved
         }
         phase = .storing
+        // Only a stored operation needs its fingerprint; a direct forward never computes it.
+        if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
         let request = OperationRequest(
             id: UUID(), origin: origin, method: head.method, target: upstreamHead.target,
             headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: idempotencyKey,
@@ -434,7 +436,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// `202 Accepted` with the operation's id and key (SPEC §4).
     private func answerAccepted(_ info: QueuedOperationInfo) {
-        let id = info.id.uuidString.lowercased()
+        let id = UUIDText.lowercase(info.id)
         let body = JSON.object([
             ("id", .string(id)), ("status", .string(info.status.rawValue)),
             ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
@@ -454,7 +456,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         headers.removeAll("Content-Length")
         headers.removeAll("Transfer-Encoding")
         headers.add("Content-Length", String(stored.body.count))
-        headers.add("Outbox-Operation-Id", id.uuidString.lowercased())
+        headers.add("Outbox-Operation-Id", UUIDText.lowercase(id))
         headers.add("Idempotent-Replayed", "true")
         answer(HTTPResponseHead(status: stored.status, headers: headers), body: stored.body)
     }

@@ -10,24 +10,20 @@ enum IndexedKey: Hashable, Sendable {
     case text(String)
 
     init(_ key: String) {
-        if key.utf8.count == 36, let uuid = UUID(uuidString: key) {
-            let upper = uuid.uuidString
-            if key == upper {
-                self = .uppercaseUUID(uuid)
-                return
-            }
-            if key == upper.lowercased() {
-                self = .lowercaseUUID(uuid)
-                return
-            }
+        switch UUIDText.parse(key) {
+        case let (uuid, letterCase)? where letterCase == .upper:
+            self = .uppercaseUUID(uuid)
+        case let (uuid, letterCase)? where letterCase == .lower || letterCase == .none:
+            self = .lowercaseUUID(uuid)
+        default:
+            self = .text(key)
         }
-        self = .text(key)
     }
 
     /// The key exactly as it was given.
     var string: String {
         switch self {
-        case .lowercaseUUID(let uuid): uuid.uuidString.lowercased()
+        case .lowercaseUUID(let uuid): UUIDText.lowercase(uuid)
         case .uppercaseUUID(let uuid): uuid.uuidString
         case .text(let text): text
         }

@@ -51,7 +51,7 @@ public final class OutboxQueue: Sendable {
                                      createdAt: summary.createdAt, state: state,
                                      locator: StoredAt(created: location, state: nil))
                 } catch {
-                    logger.warn("recovery_skipped", ["id": summary.id.uuidString.lowercased(), "error": "\(error)"])
+                    logger.warn("recovery_skipped", ["id": summary.id.lowercasedText, "error": "\(error)"])
                 }
             case .updated(let id, var state, let location):
                 guard let entry = index.entry(id) else { return }
@@ -393,7 +393,7 @@ extension OutboxQueue: AdminQueueSource {
         do {
             request = try log.readRequest(at: entry.locator.created)
         } catch {
-            logger.warn("storage_read_failed", ["id": id.uuidString.lowercased(), "error": "\(error)"])
+            logger.warn("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
             return nil
         }
         var state = currentState(entry)

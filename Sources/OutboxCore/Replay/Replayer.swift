@@ -178,7 +178,7 @@ public actor Replayer {
         let next = ReplayTransition.nextState(current: inProgress, outcome: outcome, now: finished, policy: policy,
                                               retryAfter: retryAfter, random: &random)
         if logger.isEnabled(.info) {
-            logger.info("replay", ["id": id.uuidString.lowercased(), "origin": origin.description,
+            logger.info("replay", ["id": id.lowercasedText, "origin": origin.description,
                                    "attempt": String(state.retryCount + 1), "status": next.status.rawValue,
                                    "error": next.lastError ?? "-"])
         }

@@ -1,0 +1,27 @@
+import Foundation
+import Testing
+@testable import OutboxCore
+
+@Suite("UUID text")
+struct UUIDTextTests {
+    @Test func lowercaseTextMatchesFoundation_AndParsesBack() {
+        for _ in 0..<200 {
+            let uuid = UUID()
+            let text = UUIDText.lowercase(uuid)
+            #expect(text == uuid.uuidString.lowercased())
+            #expect(UUIDText.parse(text)?.0 == uuid)
+            #expect(UUIDText.parse(uuid.uuidString)?.0 == uuid)
+        }
+    }
+
+    @Test func letterCaseIsReported_AndNonCanonicalTextIsRefused() {
+        #expect(UUIDText.parse("0f8e4c1a-0000-4000-8000-00000000abcd")?.1 == .lower)
+        #expect(UUIDText.parse("0F8E4C1A-0000-4000-8000-00000000ABCD")?.1 == .upper)
+        #expect(UUIDText.parse("01234567-0000-4000-8000-000000000000")?.1 == UUIDText.LetterCase.none)
+        #expect(UUIDText.parse("0f8E4c1a-0000-4000-8000-00000000abcd")?.1 == .mixed)
+        for bad in ["", "0f8e4c1a00004000800000000000abcd", "0f8e4c1a-0000-4000-8000-00000000abcg",
+                    "0f8e4c1a-0000-4000-8000_00000000abcd", "{0f8e4c1a-0000-4000-8000-00000000abcd}"] {
+            #expect(UUIDText.parse(bad) == nil, "\(bad)")
+        }
+    }
+}
