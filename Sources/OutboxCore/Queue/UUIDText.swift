@@ -7,7 +7,6 @@ enum UUIDText {
     enum LetterCase { case lower, upper, none, mixed }
 
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-    private static let dashes: Set<Int> = [8, 13, 18, 23]
 
     /// Lowercase canonical text, as SPEC §4 shows ids.
     static func lowercase(_ uuid: UUID) -> String {
@@ -33,12 +32,13 @@ enum UUIDText {
         var text = text
         return text.withUTF8 { bytes -> (UUID, LetterCase)? in
             guard bytes.count == 36 else { return nil }
-            var value = [UInt8](repeating: 0, count: 16)
+            var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
             var sawLower = false
             var sawUpper = false
             var nibble = 0
-            for (index, byte) in bytes.enumerated() {
-                if dashes.contains(index) {
+            for index in 0..<36 {
+                let byte = bytes[index]
+                if index == 8 || index == 13 || index == 18 || index == 23 {
                     guard byte == UInt8(ascii: "-") else { return nil }
                     continue
                 }
@@ -49,11 +49,10 @@ enum UUIDText {
                 case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10; sawUpper = true
                 default: return nil
                 }
-                value[nibble / 2] |= nibble % 2 == 0 ? digit << 4 : digit
+                withUnsafeMutableBytes(of: &value) { $0[nibble / 2] |= nibble % 2 == 0 ? digit << 4 : digit }
                 nibble += 1
             }
-            let uuid = UUID(uuid: (value[0], value[1], value[2], value[3], value[4], value[5], value[6], value[7],
-                                   value[8], value[9], value[10], value[11], value[12], value[13], value[14], value[15]))
+            let uuid = UUID(uuid: value)
             let letterCase: LetterCase = sawLower && sawUpper ? .mixed : sawLower ? .lower : sawUpper ? .upper : .none
             return (uuid, letterCase)
         }
