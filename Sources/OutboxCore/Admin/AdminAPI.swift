@@ -17,6 +17,25 @@ protocol AdminQueueSource: Sendable {
     /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.
     func waitUntilDrained(timeoutSeconds: Double) async -> Bool
     var maxRetries: Int { get }
+    /// failed / conflict / pending → pending now with retryCount 0; nil when unknown, the
+    /// current status when it cannot be retried (completed, in progress).
+    func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal>
+    /// Removes one operation; false when unknown.
+    func delete(_ id: UUID) async -> Bool
+    /// Removes every operation with `status` (all when nil); returns how many.
+    func deleteAll(status: OperationStatus?) async -> Int
+    /// Removes operations created before `cutoff` (ms since the epoch); returns how many.
+    func prune(createdBefore cutoff: Int64) async -> Int
+    /// Every lane tries now, ignoring backoff.
+    func flush()
+    /// `offline`: forward nothing, queue every queueable request, replay nothing.
+    func setForcedOffline(_ offline: Bool)
+}
+
+/// Why an admin write was refused.
+enum AdminRefusal: Error, Sendable {
+    case notFound
+    case notRetryable(OperationStatus)
 }
 
 /// An operation's index fields plus its latest state: what lists and details show.
@@ -59,15 +78,29 @@ struct AdminAPI: Sendable {
 
     /// The route table: path → endpoint; each endpoint checks its own methods.
     private enum Endpoint {
-        case status, operations, operation(String), drain
+        case status, operations, operation(String), retry(String), prune, flush, connectivity, drain
 
         init?(_ parts: [Substring]) {
             switch (parts.count, parts.first) {
             case (1, "status"): self = .status
             case (1, "operations"): self = .operations
             case (2, "operations"): self = .operation(String(parts[1]))
+            case (3, "operations") where parts[2] == "retry": self = .retry(String(parts[1]))
+            case (1, "prune"): self = .prune
+            case (1, "flush"): self = .flush
+            case (1, "connectivity"): self = .connectivity
             case (1, "drain"): self = .drain
             default: return nil
+            }
+        }
+
+        /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
+        var methods: [String] {
+            switch self {
+            case .status, .drain: ["GET", "HEAD"]
+            case .operations, .operation: ["GET", "HEAD", "DELETE"]
+            case .retry, .prune, .flush: ["POST"]
+            case .connectivity: ["GET", "HEAD", "PUT"]
             }
         }
     }
@@ -76,18 +109,66 @@ struct AdminAPI: Sendable {
         guard let endpoint = Endpoint(request.path.split(separator: "/", omittingEmptySubsequences: true)) else {
             return error(404, "not_found", "no admin endpoint \(request.method) \(request.path)")
         }
-        // Only GET so far; the admin issue adds the writing endpoints to this table.
-        guard request.method == "GET" || request.method == "HEAD" else { return methodNotAllowed("GET, HEAD") }
+        guard endpoint.methods.contains(request.method) else {
+            return methodNotAllowed(endpoint.methods.joined(separator: ", "))
+        }
+        let reading = request.method == "GET" || request.method == "HEAD"
         switch endpoint {
         case .status:
             return Response(status: 200, body: status())
-        case .operations:
+        case .operations where reading:
             return listOperations(request.query)
+        case .operations:
+            var status: OperationStatus?
+            if let text = request.query["status"], !text.isEmpty {
+                guard let parsed = OperationStatus(rawValue: text) else {
+                    return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
+                }
+                status = parsed
+            }
+            let removed = await queue.deleteAll(status: status)
+            return Response(status: 200, body: .object([("removed", .int(removed))]))
         case .operation(let id):
-            guard let uuid = UUID(uuidString: id), let (snapshot, stored) = queue.detail(uuid) else {
+            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            if !reading {
+                guard await queue.delete(uuid) else { return error(404, "not_found", "no operation \(id)") }
+                return Response(status: 204, body: .null)
+            }
+            guard let (snapshot, stored) = queue.detail(uuid) else {
                 return error(404, "not_found", "no operation \(id)")
             }
             return Response(status: 200, body: detail(snapshot, stored))
+        case .retry(let id):
+            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            switch await queue.retry(uuid) {
+            case .success(let snapshot):
+                return Response(status: 200, body: summary(snapshot))
+            case .failure(.notFound):
+                return error(404, "not_found", "no operation \(id)")
+            case .failure(.notRetryable(let status)):
+                return error(409, "conflict", "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried")
+            }
+        case .prune:
+            guard let text = request.query["olderThanSeconds"], let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+                return error(400, "bad_request", "olderThanSeconds: expected a number of seconds ≥ 0")
+            }
+            let removed = await queue.prune(createdBefore: WallClock.millis() - Int64(seconds * 1000))
+            return Response(status: 200, body: .object([("removed", .int(removed))]))
+        case .flush:
+            queue.flush()
+            return Response(status: 202, body: .object([("flushed", .bool(true))]))
+        case .connectivity where reading:
+            return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
+        case .connectivity:
+            guard let document = try? JSONReader.parse(request.body), case .object(let members) = document,
+                  case .string(let mode)? = members.first(where: { $0.key == "mode" })?.value else {
+                return error(400, "bad_request", "body: expected {\"mode\":\"offline\"} or {\"mode\":\"auto\"}")
+            }
+            guard mode == "offline" || mode == "auto" else {
+                return error(400, "bad_request", "mode: expected offline or auto, got \"\(mode)\"")
+            }
+            queue.setForcedOffline(mode == "offline")
+            return Response(status: 200, body: .object([("mode", .string(mode))]))
         case .drain:
             let timeout = Double(request.query["timeoutSeconds"] ?? "30")
             guard let timeout, timeout >= 0, timeout <= 3600 else {

@@ -491,10 +491,13 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     private func answerAdmin(_ response: AdminAPI.Response, pretty: Bool) {
-        let body = Array((response.body.rendered(pretty: pretty) + "\n").utf8)
+        // 204 carries no body at all (RFC 9110 §15.3.5).
+        let body = response.status == 204 ? [] : Array((response.body.rendered(pretty: pretty) + "\n").utf8)
         var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        headers.add("Content-Length", String(body.count))
+        if response.status != 204 {
+            headers.add("Content-Type", "application/json")
+            headers.add("Content-Length", String(body.count))
+        }
         headers.add("Cache-Control", "no-store")
         for (name, value) in response.extraHeaders { headers.add(name, value) }
         if !requestComplete { keepAlive = false }

@@ -137,12 +137,14 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    func delete(_ id: UUID) async {
+    @discardableResult
+    func delete(_ id: UUID) async -> Bool {
+        guard index.withLock({ $0.entry(id) }) != nil else { return false }
         do {
             _ = try await log.append(.deleted(id))
         } catch {
             logger.warn("storage_failed", ["operation": "delete", "error": "\(error)"])
-            return
+            return false
         }
         let woken = index.withLock { index -> [Origin] in
             index.remove(id)
@@ -150,6 +152,24 @@ public final class OutboxQueue: Sendable {
         }
         wake(woken)
         notifyDrainWaiters()
+        return true
+    }
+
+    /// Deletes many at once: the appends run concurrently, so one group commit covers them.
+    private func delete(_ ids: [UUID]) async -> Int {
+        await withTaskGroup(of: Bool.self) { group in
+            for id in ids { group.addTask { await self.delete(id) } }
+            var removed = 0
+            for await done in group where done { removed += 1 }
+            return removed
+        }
+    }
+
+    private func entries(where include: (QueueIndex<StoredAt>.Entry) -> Bool,
+                         status: OperationStatus? = nil) -> [QueueIndex<StoredAt>.Entry] {
+        index.withLock { index in
+            index.list(QueueIndex<StoredAt>.Filter(status: status), limit: Int.max).entries.filter(include)
+        }
     }
 
     private func currentState(_ entry: QueueIndex<StoredAt>.Entry) -> OperationState {
@@ -405,6 +425,41 @@ extension OutboxQueue: AdminQueueSource {
             state.conflict = stored.conflict
         }
         return (snapshot(entry, state: state, method: request.method, target: request.target), request)
+    }
+
+    func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal> {
+        guard let entry = index.withLock({ $0.entry(id) }) else { return .failure(.notFound) }
+        guard entry.status == .failed || entry.status == .conflict || entry.status == .pending else {
+            return .failure(.notRetryable(entry.status))
+        }
+        // A fresh start: the seed's retry (status pending, retryCount 0, error and conflict cleared).
+        await record(id, OperationState(status: .pending))
+        wake([entry.origin])
+        guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }
+        return .success(snapshot)
+    }
+
+    func deleteAll(status: OperationStatus?) async -> Int {
+        await delete(entries(where: { _ in true }, status: status).map(\.id))
+    }
+
+    func prune(createdBefore cutoff: Int64) async -> Int {
+        await delete(entries(where: { $0.createdAt < cutoff }).map(\.id))
+    }
+
+    func flush() {
+        // Backoff lives in the index only as nextAttemptAt: clearing it makes every lane due.
+        let woken = index.withLock { index -> [Origin] in
+            let waiting = index.list(QueueIndex<StoredAt>.Filter(status: .pending), limit: Int.max).entries
+            for entry in waiting where entry.nextAttemptAt != nil {
+                var state = currentState(entry)
+                state.nextAttemptAt = nil
+                try? index.update(entry.id, state: state)
+            }
+            return index.knownOrigins
+        }
+        wake(woken)
+        if let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
     }
 
     func waitUntilDrained(timeoutSeconds: Double) async -> Bool {
