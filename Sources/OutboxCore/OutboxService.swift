@@ -14,6 +14,7 @@ public final class OutboxService: Sendable {
     }
     private let probeClient = ClientSlot()
     private let maintenance = Mutex<Task<Void, Never>?>(nil)
+    private let metrics = Metrics()
 
     /// Opens the queue (recovering its log). A storage failure is a one-line error.
     public init(config: OutboxConfig, logger: Logger) throws(StorageError) {
@@ -33,9 +34,9 @@ public final class OutboxService: Sendable {
             if case .success(let response) = result { return response.head.status < 500 }
             return false
         })
-        queue = try OutboxQueue(config: config, reachability: reachability, logger: logger)
+        queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics)
         if let upstream = config.upstream { reachability.register(upstream.origin) }
-        server = ProxyServer(config: config, logger: logger, queue: queue)
+        server = ProxyServer(config: config, logger: logger, queue: queue, metrics: metrics)
     }
 
     /// Binds, starts the loops, the replayer and the maintenance task; returns the address.
@@ -45,7 +46,7 @@ public final class OutboxService: Sendable {
         probeClient.client.withLock { $0 = client }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
-                                ttlSeconds: config.queue.ttlSeconds, logger: logger)
+                                ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics)
         queue.attach(replayer)
         let queue = self.queue
         maintenance.withLock {

@@ -30,6 +30,8 @@ protocol AdminQueueSource: Sendable {
     func flush()
     /// `offline`: forward nothing, queue every queueable request, replay nothing.
     func setForcedOffline(_ offline: Bool)
+    /// Bytes of the log on disk.
+    var storageBytes: Int { get }
 }
 
 /// Why an admin write was refused.
@@ -69,16 +71,19 @@ struct AdminAPI: Sendable {
     let redactHeaders: Set<String>
     let version: String
     let startedAt: Int64
+    let metrics: Metrics
 
     struct Response: Sendable {
         var status: Int
         var body: JSON
         var extraHeaders: [(String, String)] = []
+        /// A non-JSON answer (metrics text, the dashboard page): content type and bytes.
+        var raw: (contentType: String, text: String)?
     }
 
     /// The route table: path → endpoint; each endpoint checks its own methods.
     private enum Endpoint {
-        case status, operations, operation(String), retry(String), prune, flush, connectivity, drain
+        case status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
 
         init?(_ parts: [Substring]) {
             switch (parts.count, parts.first) {
@@ -90,6 +95,7 @@ struct AdminAPI: Sendable {
             case (1, "flush"): self = .flush
             case (1, "connectivity"): self = .connectivity
             case (1, "drain"): self = .drain
+            case (1, "metrics"): self = .metrics
             default: return nil
             }
         }
@@ -97,7 +103,7 @@ struct AdminAPI: Sendable {
         /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
         var methods: [String] {
             switch self {
-            case .status, .drain: ["GET", "HEAD"]
+            case .status, .drain, .metrics: ["GET", "HEAD"]
             case .operations, .operation: ["GET", "HEAD", "DELETE"]
             case .retry, .prune, .flush: ["POST"]
             case .connectivity: ["GET", "HEAD", "PUT"]
@@ -157,6 +163,10 @@ struct AdminAPI: Sendable {
         case .flush:
             queue.flush()
             return Response(status: 202, body: .object([("flushed", .bool(true))]))
+        case .metrics:
+            let text = metrics.render(counts: queue.counts, origins: queue.origins,
+                                      oldestPendingAgeSeconds: queue.oldestPendingAgeSeconds, storageBytes: queue.storageBytes)
+            return Response(status: 200, body: .null, raw: ("text/plain; version=0.0.4; charset=utf-8", text))
         case .connectivity where reading:
             return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
         case .connectivity:

@@ -21,16 +21,18 @@ final class ProxyContext: Sendable {
     /// The admin API; nil while no queue runs (the proxy then treats admin paths as traffic).
     let admin: AdminAPI?
     let adminGate: AdminGate
+    let metrics: Metrics
 
-    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil) {
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil, metrics: Metrics = Metrics()) {
         self.queue = queue
+        self.metrics = metrics
         queueMethods = Set(config.queue.methods)
         queueMethodList = config.queue.methods.joined(separator: ", ")
         unavailableStatuses = Set(config.queue.unavailableStatuses)
         adminPrefix = config.admin.pathPrefix
         admin = (queue as? AdminQueueSource).map {
             AdminAPI(queue: $0, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
-                     version: Outbox.version, startedAt: WallClock.millis())
+                     version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics)
         }
         adminGate = AdminGate(token: config.admin.token.map { Array($0.utf8) }, listenHost: config.listen.host)
         upstream = config.upstream

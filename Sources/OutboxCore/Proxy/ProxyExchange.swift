@@ -492,10 +492,11 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func answerAdmin(_ response: AdminAPI.Response, pretty: Bool) {
         // 204 carries no body at all (RFC 9110 §15.3.5).
-        let body = response.status == 204 ? [] : Array((response.body.rendered(pretty: pretty) + "\n").utf8)
+        let text = response.raw?.text ?? response.body.rendered(pretty: pretty) + "\n"
+        let body = response.status == 204 ? [] : Array(text.utf8)
         var headers = HTTPHeaders()
         if response.status != 204 {
-            headers.add("Content-Type", "application/json")
+            headers.add("Content-Type", response.raw?.contentType ?? "application/json")
             headers.add("Content-Length", String(body.count))
         }
         headers.add("Cache-Control", "no-store")
@@ -521,6 +522,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func finish(status: Int) {
         phase = .finished
         client.stream.flushSoon()
+        client.context.metrics.request(nanoseconds: client.loop.now &- started,
+                                       forwardedStatus: responseStatus == 0 ? nil : responseStatus)
         let logger = client.logger
         if logger.isEnabled(.info) {
             let micros = (client.loop.now &- started) / 1000

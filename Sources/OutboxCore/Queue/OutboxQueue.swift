@@ -36,7 +36,9 @@ public final class OutboxQueue: Sendable {
     public let maxRetries: Int
 
     /// Opens (and recovers) the log in `config.dataDirectory` and rebuilds the index.
-    public init(config: OutboxConfig, reachability: Reachability, logger: Logger) throws(StorageError) {
+    let metrics: Metrics
+
+    init(config: OutboxConfig, reachability: Reachability, logger: Logger, metrics: Metrics) throws(StorageError) {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<StoredAt>()
@@ -62,6 +64,7 @@ public final class OutboxQueue: Sendable {
             }
         }
         self.log = log
+        self.metrics = metrics
         self.index = Mutex(index)
         self.reachability = reachability
         self.logger = logger
@@ -254,6 +257,7 @@ extension OutboxQueue: QueueGateway {
                     try? index.insert(request, state: state, locator: StoredAt(created: location, state: nil))
                     return index.takeLanesToWake()
                 }
+                metrics.enqueued()
                 outcome = .success(QueuedOperationInfo(id: request.id, status: .pending, idempotencyKey: request.idempotencyKey,
                                                        fingerprint: request.fingerprint, createdAt: request.createdAt))
                 wake(woken + [request.origin])
@@ -379,6 +383,8 @@ extension OutboxQueue: AdminQueueSource {
     }
 
     var origins: [Reachability.OriginStatus] { reachability.statuses }
+
+    var storageBytes: Int { log.diskBytes }
 
     func unfinishedCount(origin: Origin) -> Int {
         index.withLock { $0.count(of: .pending, origin: origin) + $0.count(of: .inProgress, origin: origin) }

@@ -52,6 +52,7 @@ public actor Replayer {
     private let ttlMillis: Int64
     private let logger: Logger
     private let clock: ReplayClock
+    private let metrics: Metrics?
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
@@ -64,7 +65,8 @@ public actor Replayer {
     ///   backoff is stepped through instead of slept through.
     init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
-         clock: ReplayClock = SystemReplayClock()) {
+         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil) {
+        self.metrics = metrics
         self.source = source
         self.client = client
         self.reachability = reachability
@@ -182,6 +184,7 @@ public actor Replayer {
                                    "attempt": String(state.retryCount + 1), "status": next.status.rawValue,
                                    "error": next.lastError ?? "-"])
         }
+        metrics?.replayed(next.status)
         source.recordSoon(id, next)
     }
 }

@@ -23,9 +23,9 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// - Parameter loopCount: event loop threads; defaults to the number of CPU cores.
     /// - Parameter queue: the durable queue; nil runs a plain proxy.
-    init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, loopCount: Int? = nil) {
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, metrics: Metrics = Metrics(), loopCount: Int? = nil) {
         self.config = config
-        context = ProxyContext(config: config, logger: logger, queue: queue)
+        context = ProxyContext(config: config, logger: logger, queue: queue, metrics: metrics)
         self.loopCount = max(1, loopCount ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
