@@ -66,7 +66,8 @@ enum DashboardPage {
   .pill.unknown { color: var(--muted); }
   .switch { display: inline-flex; border: 1px solid var(--line); border-radius: 6px; overflow: hidden; }
   .switch button { border: 0; border-radius: 0; margin: 0; }
-  .switch button[aria-pressed="true"] { background: var(--accent); color: #fff; }
+  /* The current mode's button is disabled (nothing to switch to) but must stay legible. */
+  .switch button[aria-pressed="true"] { background: var(--accent); color: #fff; opacity: 1; }
   button { font: inherit; padding: 5px 12px; border: 1px solid var(--line); border-radius: 6px;
            background: #fff; color: var(--text); cursor: pointer; }
   button:hover:not(:disabled) { border-color: var(--accent); }
