@@ -30,7 +30,7 @@ struct DashboardTests {
     /// fixed name in the temp dir, so CI can keep it as an artifact.
     static var screenshotPath: String {
         if let path = ProcessInfo.processInfo.environment["OUTBOX_DASHBOARD_SCREENSHOT"], !path.isEmpty { return path }
-        return NSTemporaryDirectory() + "/outbox-dashboard.png"
+        return URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outbox-dashboard.png").path
     }
 
     @Test func dashboardIsServedAsOneSelfContainedHTMLPage() async throws {
@@ -66,7 +66,8 @@ struct DashboardTests {
         let result = try await ChildProcess.run("/usr/bin/env", [
             python, Self.script, outbox.baseURL, screenshot, "--expect-pending", "3",
         ], timeout: .seconds(120))
-        #expect(result.exit == .exited(0),
+        // Required: when the script failed, what the API says next is noise.
+        try #require(result.exit == .exited(0),
                 "dashboard_test.py: \(result.exit)\nstdout:\n\(result.stdoutText)\nstderr:\n\(result.stderrText)\n\(outbox)")
 
         // What the clicks did, as the API (not the page) reports it.

@@ -109,6 +109,13 @@ def row_ids(driver):
     return [row.get_attribute("data-op-id") for row in driver.find_elements(By.CSS_SELECTOR, "#ops-body tr[data-op-id]")]
 
 
+def action_failure(driver):
+    """Raises at once when the page reports that its last action failed: no point waiting."""
+    notice = text_of(driver, "notice")
+    if "failed" in notice:
+        raise CheckFailed(f"the page reports: {notice!r}")
+
+
 def run_checks(driver, api, base, prefix, expected):
     page = base.rstrip("/") + prefix + "/"
     driver.get(page)
@@ -134,7 +141,7 @@ def run_checks(driver, api, base, prefix, expected):
     # 3. "Offline" switches the proxy (as the API reports it) and the page says so.
     driver.find_element(By.ID, "btn-offline").click()
     wait_until("GET /status reports connectivity offline",
-               lambda: api.get("/status")[1].get("connectivity") == "offline")
+               lambda: action_failure(driver) or api.get("/status")[1].get("connectivity") == "offline")
     wait_until("the page shows mode offline",
                lambda: driver.find_element(By.ID, "connectivity").get_attribute("data-mode") == "offline")
     if driver.find_element(By.ID, "btn-offline").is_enabled():
@@ -143,7 +150,7 @@ def run_checks(driver, api, base, prefix, expected):
     # 4. Delete removes one row from the page and the operation from the API.
     victim = api_ids[0]
     driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{victim}"] button[data-action="delete"]').click()
-    wait_until(f"row {victim} disappears", lambda: victim not in row_ids(driver))
+    wait_until(f"row {victim} disappears", lambda: action_failure(driver) or victim not in row_ids(driver))
     gone_status, _ = api.get(f"/operations/{victim}")
     if gone_status != 404:
         raise CheckFailed(f"GET {prefix}/operations/{victim} after Delete answered {gone_status}, expected 404")
@@ -152,6 +159,14 @@ def run_checks(driver, api, base, prefix, expected):
     wait_until(f"#count-pending shows {expected - 1}", lambda: text_of(driver, "count-pending") == str(expected - 1))
     if text_of(driver, "banner"):
         raise CheckFailed(f"the page shows an error: {text_of(driver, 'banner')!r}")
+
+
+def page_text(driver, element_id):
+    """The text of one element for a failure message, or a note why there is none."""
+    try:
+        return text_of(driver, element_id)
+    except WebDriverException as error:
+        return f"(unavailable: {type(error).__name__})"
 
 
 def browser_console(driver):
@@ -194,6 +209,7 @@ def main():
         except WebDriverException:
             failure_shot = "(none)"
         print(f"dashboard_test.py: FAILED: {type(error).__name__}: {error}\n"
+              f"page banner: {page_text(driver, 'banner')!r}\npage notice: {page_text(driver, 'notice')!r}\n"
               f"screenshot: {failure_shot}\nbrowser console:\n{browser_console(driver)}", file=sys.stderr)
         return 1
     finally:

@@ -214,7 +214,14 @@ enum DashboardPage {
     banner.classList.toggle("shown", Boolean(message));
   }
 
-  function notice(message) { $("notice").textContent = message; }
+  // Action outcomes live apart from the banner: the refresh that follows every action
+  // clears the banner, and must not wipe out why the action failed.
+  function notice(message, failed) {
+    const node = $("notice");
+    node.textContent = message;
+    node.classList.toggle("error-text", Boolean(failed));
+    node.classList.toggle("muted", !failed);
+  }
 
   function duration(seconds) {
     if (seconds === null || seconds === undefined || !isFinite(seconds)) return "–";
@@ -255,7 +262,8 @@ enum DashboardPage {
       item.append(el("span", { class: "muted" }, (origin.pending || 0) + " unfinished"));
       if (origin.lastError) item.append(el("span", { class: "error-text origin-error" }, origin.lastError));
       if (!online && origin.nextProbeAt) {
-        item.append(el("span", { class: "muted" }, "next probe in " + duration(-ageOf(origin.nextProbeAt))));
+        const wait = -ageOf(origin.nextProbeAt);
+        item.append(el("span", { class: "muted" }, wait >= 1 ? "next probe in " + duration(wait) : "probing"));
       }
       list.append(item);
     }
@@ -325,10 +333,9 @@ enum DashboardPage {
   async function act(label, method, path, body, describe) {
     try {
       const doc = await call(method, path, body);
-      notice(describe ? describe(doc) : label + ": done");
-      showError("");
+      notice(describe ? describe(doc) : label + ": done", false);
     } catch (error) {
-      showError(label + " failed: " + (error instanceof AdminError ? error.message : String(error)));
+      notice(label + " failed: " + (error instanceof AdminError ? error.message : String(error)), true);
     }
     await refresh();
   }
