@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+
+/// The admin dashboard (SPEC §5, `GET /admin/`): served as one self-contained HTML page, and
+/// usable in a real browser against a proxy holding queued operations. The browser test needs
+/// Chromium, chromedriver and Selenium (`Tests/Scripts/install-browser.sh`) and is skipped,
+/// saying which is missing, when they are not installed.
+@Suite("Admin dashboard")
+struct DashboardTests {
+    static let python = ChildProcess.which("python3")
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Scripts/dashboard_test.py").path
+
+    /// What the browser test lacks, empty when it can run.
+    static let missingBrowserTools: [String] = {
+        var missing: [String] = []
+        if ChildProcess.which("chromium") == nil && ChildProcess.which("chromium-browser") == nil {
+            missing.append("chromium")
+        }
+        if ChildProcess.which("chromedriver") == nil { missing.append("chromedriver") }
+        if let python {
+            if !pythonCanImportSelenium(python) { missing.append("selenium (Python)") }
+        } else {
+            missing.append("python3")
+        }
+        return missing
+    }()
+
+    /// Where the browser test leaves its screenshot: `$OUTBOX_DASHBOARD_SCREENSHOT`, else a
+    /// fixed name in the temp dir, so CI can keep it as an artifact.
+    static var screenshotPath: String {
+        if let path = ProcessInfo.processInfo.environment["OUTBOX_DASHBOARD_SCREENSHOT"], !path.isEmpty { return path }
+        return URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("outbox-dashboard.png").path
+    }
+
+    @Test func dashboardIsServedAsOneSelfContainedHTMLPage() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        for target in ["/admin/", "/admin"] {
+            let response = try outbox.send("GET", target)
+            #expect(response.status == 200, "GET \(target): \(response)")
+            #expect(response.headers["Content-Type"]?.lowercased().hasPrefix("text/html") == true, "GET \(target): \(response)")
+            let page = response.bodyText
+            #expect(page.lowercased().hasPrefix("<!doctype html>"), "GET \(target): \(page.prefix(200))")
+            #expect(page.contains(#"id="count-pending""#) && page.contains(#"id="btn-offline""#))
+            // Works offline and leaks nothing to other hosts: no absolute URL anywhere, and
+            // every script and stylesheet is inline.
+            #expect(!page.contains("http://") && !page.contains("https://"), "the page names an external URL")
+            #expect(!page.contains("<script src") && !page.contains("<link"), "the page loads an external asset")
+            #expect(!page.contains("__OUTBOX_ADMIN_PREFIX__"), "the admin prefix was not filled in")
+        }
+    }
+
+    @Test(.enabled(if: missingBrowserTools.isEmpty,
+                   "needs \(missingBrowserTools.joined(separator: ", ")): run Tests/Scripts/install-browser.sh"))
+    func dashboardInChromiumListsQueuedOperationsSwitchesOfflineAndDeletesOne() async throws {
+        let python = try #require(Self.python)
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let queued = try (1...3).map { try outbox.enqueue("/items/\($0)", body: "item \($0)") }
+        let screenshot = Self.screenshotPath
+        try? FileManager.default.removeItem(atPath: screenshot)
+
+        let result = try await ChildProcess.run("/usr/bin/env", [
+            python, Self.script, outbox.baseURL, screenshot, "--expect-pending", "3",
+        ], timeout: .seconds(120))
+        // Required: when the script failed, what the API says next is noise.
+        try #require(result.exit == .exited(0),
+                "dashboard_test.py: \(result.exit)\nstdout:\n\(result.stdoutText)\nstderr:\n\(result.stderrText)\n\(outbox)")
+
+        // What the clicks did, as the API (not the page) reports it.
+        let status = try JSONObject(try outbox.admin("status"))
+        #expect(status.string("connectivity") == "offline", "\(status)")
+        #expect(status.object("counts")?.int("pending") == 2, "\(status)")
+        #expect(try outbox.admin("operations/\(queued[0].id)").status == 404, "the first operation was not deleted")
+        for survivor in queued.dropFirst() {
+            #expect(try outbox.operation(survivor.id).string("status") == "pending")
+        }
+        let png = try #require(FileManager.default.contents(atPath: screenshot), "no screenshot at \(screenshot)")
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is not a PNG")
+    }
+
+    /// Whether `python3 -c "import selenium"` succeeds; a process, since pip may put the
+    /// package in any of several site directories.
+    private static func pythonCanImportSelenium(_ python: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-c", "import selenium"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            return false
+        }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Drives the Outbox admin dashboard (SPEC section 5, GET {prefix}/) in headless Chromium.
+
+Usage: dashboard_test.py BASE_URL SCREENSHOT.png [--expect-pending N] [--prefix /admin]
+
+BASE_URL is a running outbox (http://127.0.0.1:PORT) whose upstream is down and which already
+holds queued operations. The script opens the dashboard, waits for the pending count to show
+the queued number, checks the rows, clicks "Offline" and checks the API and the page report it,
+deletes one row and checks it is gone from the page and the API, and saves a screenshot.
+Exits 0 when every check passed, 1 with a message on stderr otherwise (2 for bad usage or a
+missing browser). Every wait is bounded. Install the browser with install-browser.sh.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+# Selenium Manager would try to download a driver; everything here is local.
+os.environ.setdefault("SE_OFFLINE", "true")
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import TimeoutException, WebDriverException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+except ImportError:
+    print("dashboard_test.py: selenium is not installed (run Tests/Scripts/install-browser.sh)", file=sys.stderr)
+    sys.exit(2)
+
+WAIT_SECONDS = 15
+
+
+class CheckFailed(Exception):
+    """One of the dashboard's promises was not kept; the message says which."""
+
+
+class AdminClient:
+    """The admin API over plain HTTP, ignoring any *_proxy variables of the caller's shell."""
+
+    def __init__(self, base, prefix):
+        self.root = base.rstrip("/") + prefix
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def get(self, path):
+        """(status, parsed JSON or None) of GET {prefix}{path}."""
+        try:
+            with self.opener.open(self.root + path, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            body = error.read()
+            try:
+                return error.code, json.loads(body or b"null")
+            except ValueError:
+                return error.code, None
+
+
+def wait_until(description, predicate, timeout=WAIT_SECONDS, interval=0.1):
+    """Polls `predicate` until it returns a truthy value (returned); CheckFailed on timeout.
+
+    The dashboard and the API have no push channel, so polling with a deadline is the event.
+    """
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            last = predicate()
+        except WebDriverException as error:
+            last = error
+        if last and not isinstance(last, Exception):
+            return last
+        if time.monotonic() >= deadline:
+            raise CheckFailed(f"{description}: not within {timeout} s (last seen: {last!r})")
+        time.sleep(interval)
+
+
+def make_driver():
+    """Headless Chromium driven by the distribution's chromedriver (no downloads)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        print("dashboard_test.py: chromium and chromedriver are needed (run Tests/Scripts/install-browser.sh)",
+              file=sys.stderr)
+        sys.exit(2)
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--no-proxy-server", "--no-first-run", "--disable-extensions", "--window-size=1280,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    profile = tempfile.mkdtemp(prefix="outbox-dashboard-")
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(20)
+    driver.set_script_timeout(20)
+    return driver, profile
+
+
+def text_of(driver, element_id):
+    return driver.find_element(By.ID, element_id).text.strip()
+
+
+def row_ids(driver):
+    return [row.get_attribute("data-op-id") for row in driver.find_elements(By.CSS_SELECTOR, "#ops-body tr[data-op-id]")]
+
+
+def action_failure(driver):
+    """Raises at once when the page reports that its last action failed: no point waiting."""
+    notice = text_of(driver, "notice")
+    if "failed" in notice:
+        raise CheckFailed(f"the page reports: {notice!r}")
+
+
+def run_checks(driver, api, base, prefix, expected):
+    page = base.rstrip("/") + prefix + "/"
+    driver.get(page)
+
+    # 1. The counts show what was queued.
+    wait_until(f"#count-pending shows {expected}", lambda: text_of(driver, "count-pending") == str(expected))
+
+    # 2. Every queued operation is listed, with its method and URL.
+    status, listing = api.get("/operations?limit=100")
+    if status != 200:
+        raise CheckFailed(f"GET {prefix}/operations answered {status}: {listing}")
+    api_ids = [op["id"] for op in listing["operations"]]
+    wait_until("the table lists the API's operations in queue order", lambda: row_ids(driver) == api_ids)
+    if len(api_ids) < expected:
+        raise CheckFailed(f"expected at least {expected} operations, the API lists {len(api_ids)}")
+    for op in listing["operations"]:
+        row = driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{op["id"]}"]')
+        if op["method"] not in row.text or op["url"] not in row.text:
+            raise CheckFailed(f"row for {op['id']} does not show {op['method']} {op['url']}: {row.text!r}")
+    if text_of(driver, "banner"):
+        raise CheckFailed(f"the page shows an error: {text_of(driver, 'banner')!r}")
+
+    # 3. "Offline" switches the proxy (as the API reports it) and the page says so.
+    driver.find_element(By.ID, "btn-offline").click()
+    wait_until("GET /status reports connectivity offline",
+               lambda: action_failure(driver) or api.get("/status")[1].get("connectivity") == "offline")
+    wait_until("the page shows mode offline",
+               lambda: driver.find_element(By.ID, "connectivity").get_attribute("data-mode") == "offline")
+    if driver.find_element(By.ID, "btn-offline").is_enabled():
+        raise CheckFailed("the Offline button is still enabled after switching to offline")
+
+    # 4. Delete removes one row from the page and the operation from the API.
+    victim = api_ids[0]
+    driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{victim}"] button[data-action="delete"]').click()
+    wait_until(f"row {victim} disappears", lambda: action_failure(driver) or victim not in row_ids(driver))
+    gone_status, _ = api.get(f"/operations/{victim}")
+    if gone_status != 404:
+        raise CheckFailed(f"GET {prefix}/operations/{victim} after Delete answered {gone_status}, expected 404")
+    remaining = [op_id for op_id in api_ids if op_id != victim]
+    wait_until("the other rows stay listed", lambda: row_ids(driver) == remaining)
+    wait_until(f"#count-pending shows {expected - 1}", lambda: text_of(driver, "count-pending") == str(expected - 1))
+    if text_of(driver, "banner"):
+        raise CheckFailed(f"the page shows an error: {text_of(driver, 'banner')!r}")
+
+
+def page_text(driver, element_id):
+    """The text of one element for a failure message, or a note why there is none."""
+    try:
+        return text_of(driver, element_id)
+    except WebDriverException as error:
+        return f"(unavailable: {type(error).__name__})"
+
+
+def browser_console(driver):
+    try:
+        return "\n".join(f"  {entry.get('level')}: {entry.get('message')}" for entry in driver.get_log("browser"))
+    except WebDriverException:
+        return "  (unavailable)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="the outbox, e.g. http://127.0.0.1:8080")
+    parser.add_argument("screenshot", help="where to save a PNG of the final page")
+    parser.add_argument("--prefix", default="/admin", help="admin.pathPrefix (default /admin)")
+    parser.add_argument("--expect-pending", type=int, default=None,
+                        help="how many pending operations the page must show (default: what the API reports)")
+    args = parser.parse_args()
+
+    api = AdminClient(args.base, args.prefix)
+    status, document = api.get("/status")
+    if status != 200:
+        print(f"dashboard_test.py: GET {args.prefix}/status answered {status}: {document}", file=sys.stderr)
+        return 1
+    expected = args.expect_pending if args.expect_pending is not None else document["counts"]["pending"]
+    if expected < 1:
+        print("dashboard_test.py: the outbox must hold at least one pending operation", file=sys.stderr)
+        return 1
+
+    driver, profile = make_driver()
+    try:
+        run_checks(driver, api, args.base, args.prefix, expected)
+        if not driver.save_screenshot(args.screenshot):
+            raise CheckFailed(f"could not save the screenshot to {args.screenshot}")
+        print(f"dashboard_test.py: all checks passed; screenshot at {args.screenshot}")
+        return 0
+    except (CheckFailed, WebDriverException, TimeoutException, KeyError) as error:
+        failure_shot = os.path.splitext(args.screenshot)[0] + ".failure.png"
+        try:
+            driver.save_screenshot(failure_shot)
+        except WebDriverException:
+            failure_shot = "(none)"
+        print(f"dashboard_test.py: FAILED: {type(error).__name__}: {error}\n"
+              f"page banner: {page_text(driver, 'banner')!r}\npage notice: {page_text(driver, 'notice')!r}\n"
+              f"screenshot: {failure_shot}\nbrowser console:\n{browser_console(driver)}", file=sys.stderr)
+        return 1
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
