@@ -72,6 +72,8 @@ struct AdminAPI: Sendable {
     let version: String
     let startedAt: Int64
     let metrics: Metrics
+    /// `admin.pathPrefix`, for the links of the dashboard page.
+    let prefix: String
 
     struct Response: Sendable {
         var status: Int
@@ -83,10 +85,11 @@ struct AdminAPI: Sendable {
 
     /// The route table: path → endpoint; each endpoint checks its own methods.
     private enum Endpoint {
-        case status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
+        case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
 
         init?(_ parts: [Substring]) {
             switch (parts.count, parts.first) {
+            case (0, _): self = .dashboard
             case (1, "status"): self = .status
             case (1, "operations"): self = .operations
             case (2, "operations"): self = .operation(String(parts[1]))
@@ -103,7 +106,7 @@ struct AdminAPI: Sendable {
         /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
         var methods: [String] {
             switch self {
-            case .status, .drain, .metrics: ["GET", "HEAD"]
+            case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
             case .operations, .operation: ["GET", "HEAD", "DELETE"]
             case .retry, .prune, .flush: ["POST"]
             case .connectivity: ["GET", "HEAD", "PUT"]
@@ -120,6 +123,11 @@ struct AdminAPI: Sendable {
         }
         let reading = request.method == "GET" || request.method == "HEAD"
         switch endpoint {
+        case .dashboard:
+            // For browsers: one self-contained page; no other site may frame its buttons.
+            return Response(status: 200, body: .null,
+                            extraHeaders: [("Content-Security-Policy", "frame-ancestors 'none'")],
+                            raw: ("text/html; charset=utf-8", DashboardPage.html(prefix: prefix)))
         case .status:
             return Response(status: 200, body: status())
         case .operations where reading:

@@ -32,7 +32,8 @@ final class ProxyContext: Sendable {
         adminPrefix = config.admin.pathPrefix
         admin = (queue as? AdminQueueSource).map {
             AdminAPI(queue: $0, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
-                     version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics)
+                     version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
+                     prefix: config.admin.pathPrefix)
         }
         adminGate = AdminGate(token: config.admin.token.map { Array($0.utf8) }, listenHost: config.listen.host)
         upstream = config.upstream
