@@ -15,7 +15,6 @@ enum ProxyError: Error, Equatable {
     case keyReused(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
-    case shuttingDown
 
     var status: Int {
         switch self {
@@ -33,7 +32,7 @@ enum ProxyError: Error, Equatable {
             case .responseTimeout: 504
             case .invalidResponse, .truncated: 502
             }
-        case .unavailable, .tooManyConnections, .shuttingDown: 503
+        case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
         case .keyReused: 422
         case .insufficientStorage: 507
@@ -73,7 +72,6 @@ enum ProxyError: Error, Equatable {
             default: "bad upstream answer (\(error.summary))"
             }
         case .tooManyConnections: "too many connections (limits.maxConnections)"
-        case .shuttingDown: "shutting down"
         case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
         case .keyReused(let header): "\(header) was already used for a different request (method, target or body)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"

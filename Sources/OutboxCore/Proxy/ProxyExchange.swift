@@ -88,7 +88,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             fail(error)
         case .success(.tunnel(let host, let port)):
             phase = .finished
-            client.startTunnel(host: host, port: port, head: head)
+            client.startTunnel(host: host, port: port)
         case .success(.origin(let origin, let target, _)):
             self.origin = origin
             self.target = target

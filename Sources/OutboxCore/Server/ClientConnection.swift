@@ -263,7 +263,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     // MARK: Tunnel
 
-    func startTunnel(host: String, port: Int, head: HTTPRequestHead) {
+    func startTunnel(host: String, port: Int) {
         exchange = nil
         mode = .tunnel
         deadline = 0

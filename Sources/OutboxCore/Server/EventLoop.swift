@@ -209,7 +209,7 @@ public final class EventLoop: @unchecked Sendable {
 /// A value that may cross threads but is only used on the loop that made it.
 ///
 /// Carrying a loop-confined object through a `@Sendable` closure (URLSession callbacks, signal
-/// handlers) needs this wrapper; the loop check in debug builds catches misuse.
+/// handlers) needs this wrapper; whoever unwraps it must be on `loop` (by `loop.execute`).
 struct LoopBound<Value>: @unchecked Sendable {
     let value: Value
     let loop: EventLoop
