@@ -13,22 +13,12 @@ public struct HTTPRequestParser: Sendable {
         case end(trailers: HTTPHeaders)
     }
 
-    private enum Phase: Sendable {
-        case head
-        case body
-        case upgraded
-        case failed(HTTPParseError)
-    }
-
-    private let limits: HTTPParserLimits
-    private var phase = Phase.head
-    private var headReader = HTTPHeadReader()
+    private var reader: HTTPMessageReader
     private var requestLine: (method: String, target: String, version: HTTPVersion)?
-    private var body = HTTPBodyDecoder(framing: .none, limits: HTTPParserLimits())
 
     /// A parser enforcing `limits`.
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
-        self.limits = limits
+        reader = HTTPMessageReader(limits: limits)
     }
 
     /// Parses the next event from `buffer[index...]`, advancing `index` past the bytes consumed.
@@ -39,92 +29,48 @@ public struct HTTPRequestParser: Sendable {
     /// `CONNECT` request the parser is `isUpgraded` and returns nil forever: the remaining
     /// bytes are tunnel data. Once it threw, it keeps throwing the same error.
     public mutating func next(in buffer: [UInt8], index: inout Int) throws(HTTPParseError) -> Event? {
-        if case .failed(let error) = phase { throw error }
-        guard index >= 0 && index <= buffer.count else {
-            assertionFailure("index \(index) outside the buffer of \(buffer.count) bytes")
-            return nil
-        }
-        do {
-            return try buffer.withUnsafeBufferPointer { (bytes) throws(HTTPParseError) -> Event? in
-                try step(bytes, index: &index)
+        switch try reader.next(in: buffer, index: &index, startLine: &requestLine, parse: HTTPStartLine.parseRequestLine) {
+        case nil: return nil
+        case .body(let range): return .body(range)
+        case .end(let trailers): return .end(trailers: trailers)
+        case .headComplete:
+            do {
+                return try completeHead()
+            } catch {
+                reader.fail(error)
+                throw error
             }
-        } catch {
-            phase = .failed(error)
-            throw error
         }
     }
 
     /// The peer closed its side. Throws `.incompleteMessage` when a message was partly received
     /// (head or body); no-op when between messages (leading blank lines don't count).
     public mutating func finish() throws(HTTPParseError) {
-        switch phase {
-        case .failed(let error):
-            throw error
-        case .upgraded:
-            return
-        case .head:
-            if headReader.isIdle { return }
-        case .body:
-            // Every byte arrived; only `.end` was not collected yet.
-            if body.isComplete { return }
+        switch reader.closeState {
+        case .failed(let error): throw error
+        // Every byte of the body arrived; only `.end` was not collected yet.
+        case .upgraded, .idle, .bodyComplete: return
+        case .partialHead, .bodyEndsAtClose, .partialBody: throw reader.incomplete()
         }
-        phase = .failed(.incompleteMessage)
-        throw .incompleteMessage
     }
 
     /// True once a CONNECT head was returned: what follows is tunnel data, not HTTP.
-    public var isUpgraded: Bool {
-        if case .upgraded = phase { return true }
-        return false
-    }
+    public var isUpgraded: Bool { reader.isUpgraded }
 
     /// True between messages with no partial message seen.
-    public var isIdle: Bool {
-        if case .head = phase { return headReader.isIdle }
-        return false
-    }
-
-    private mutating func step(_ buffer: UnsafeBufferPointer<UInt8>, index: inout Int) throws(HTTPParseError) -> Event? {
-        switch phase {
-        case .failed(let error):
-            throw error
-        case .upgraded:
-            return nil
-        case .body:
-            switch try body.next(in: buffer, index: &index) {
-            case nil:
-                return nil
-            case .body(let range):
-                return .body(range)
-            case .end(let trailers):
-                phase = .head
-                return .end(trailers: trailers)
-            }
-        case .head:
-            while let progress = try headReader.next(in: buffer, index: &index, maxHeaderBytes: limits.maxHeaderBytes) {
-                switch progress {
-                case .startLine(let line):
-                    requestLine = try HTTPStartLine.parseRequestLine(line)
-                case .complete:
-                    return try completeHead()
-                }
-            }
-            return nil
-        }
-    }
+    public var isIdle: Bool { reader.isIdle }
 
     /// Builds the head, decides its framing, and sets up the body reader.
     private mutating func completeHead() throws(HTTPParseError) -> Event? {
         guard let line = requestLine else { throw .malformedStartLine }
         requestLine = nil
         let head = HTTPRequestHead(method: line.method, target: line.target, version: line.version,
-                                   headers: headReader.takeHeaders())
-        let framing = try HTTPFramingRules.requestFraming(head, limits: limits)
+                                   headers: reader.takeHeaders())
+        let framing = try HTTPFramingRules.requestFraming(head, limits: reader.limits)
         if head.method == "CONNECT" {
-            phase = .upgraded
+            reader.upgrade()
         } else {
-            body = HTTPBodyDecoder(framing: framing, limits: limits)
-            phase = .body
+            reader.startBody(framing)
         }
         return .head(head, framing)
     }
