@@ -522,8 +522,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func finish(status: Int) {
         phase = .finished
         client.stream.flushSoon()
-        client.context.metrics.request(nanoseconds: client.loop.now &- started,
-                                       forwardedStatus: responseStatus == 0 ? nil : responseStatus)
+        client.loopState.metrics.request(nanoseconds: client.loop.now &- started,
+                                         forwardedStatus: responseStatus == 0 ? nil : responseStatus)
         let logger = client.logger
         if logger.isEnabled(.info) {
             let micros = (client.loop.now &- started) / 1000

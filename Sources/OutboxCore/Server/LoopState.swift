@@ -4,6 +4,8 @@ final class LoopState {
     let loop: EventLoop
     let context: ProxyContext
     let pool: UpstreamPool
+    /// This loop's request counters for `/admin/metrics`.
+    let metrics: Metrics.Shard
     private unowned let server: ProxyServer
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
     private(set) var draining = false
@@ -15,6 +17,7 @@ final class LoopState {
         self.server = server
         pool = UpstreamPool(loop: loop, timeouts: context.upstreamTimeouts,
                             maxHeaderBytes: context.parserLimits.maxHeaderBytes)
+        metrics = context.metrics.makeShard()
     }
 
     /// Takes ownership of an accepted socket.
