@@ -18,8 +18,9 @@ enum JSONValue: Sendable, Equatable {
     case object([Member])
 
     /// Encodes `text` as a JSON string literal with quotes (RFC 8259 §7): `"`, `\` and control
-    /// characters escaped, everything else written as UTF-8.
-    static func quoted(_ text: String) -> String {
+    /// characters escaped, everything else written as UTF-8. `alsoEscape` widens the set of
+    /// scalars written as `\uXXXX` (the logger adds C1 controls and line separators).
+    static func quoted(_ text: String, alsoEscape: (Unicode.Scalar) -> Bool = { _ in false }) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -28,7 +29,7 @@ enum JSONValue: Sendable, Equatable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || alsoEscape(scalar):
                 out += "\\u" + hex4(scalar.value)
             default: out.unicodeScalars.append(scalar)
             }

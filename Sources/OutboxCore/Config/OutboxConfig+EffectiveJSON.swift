@@ -77,7 +77,7 @@ private indirect enum JSONText {
         case .integer(let number): return String(number)
         case .number(let number): return JSONValue.numberText(number)
         case .string(let text): return JSONValue.quoted(text)
-        case .strings(let texts): return "[" + texts.map(JSONValue.quoted).joined(separator: ", ") + "]"
+        case .strings(let texts): return "[" + texts.map { JSONValue.quoted($0) }.joined(separator: ", ") + "]"
         case .integers(let numbers): return "[" + numbers.map(String.init).joined(separator: ", ") + "]"
         case .object(let members):
             let inner = indent + "  "

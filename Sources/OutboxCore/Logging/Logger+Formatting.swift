@@ -37,19 +37,7 @@ extension Logger {
     /// A value as written after `key=`: bare when unambiguous, else quoted and escaped.
     static func fieldValue(_ value: String) -> String {
         guard value.isEmpty || value.unicodeScalars.contains(where: needsQuoting) else { return value }
-        var quoted = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\n": quoted += "\\n"
-            case "\r": quoted += "\\r"
-            case "\t": quoted += "\\t"
-            case _ where isEscaped(scalar): quoted += "\\u" + JSONValue.hex4(scalar.value)
-            default: quoted.unicodeScalars.append(scalar)
-            }
-        }
-        return quoted + "\""
+        return JSONValue.quoted(value, alsoEscape: isEscaped)
     }
 
     /// Event names and keys are chosen by code, not users, but a stray space must still not

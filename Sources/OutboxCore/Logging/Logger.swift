@@ -91,7 +91,7 @@ public final class Logger: Sendable {
         log(.error, event, fields)
     }
 
-    private static func systemMilliseconds() -> Int64 {
+    static func systemMilliseconds() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000

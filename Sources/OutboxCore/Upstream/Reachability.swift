@@ -37,12 +37,12 @@ public final class Reachability: Sendable {
     /// - Parameters:
     ///   - probe: true when the origin answers (see `Reachability.tcpProbe` and the GET probe).
     ///   - sleep, now: injectable so tests need not wait for real intervals.
-    public init(probeIntervalSeconds: Double,
+    init(probeIntervalSeconds: Double,
                 probe: @escaping @Sendable (Origin) async -> Bool,
                 sleep: @escaping @Sendable (Double) async -> Void = { seconds in
                     try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
                 },
-                now: @escaping @Sendable () -> Int64 = Reachability.wallClockMillis) {
+                now: @escaping @Sendable () -> Int64 = { WallClock.millis() }) {
         // A zero interval would make the prober spin against a dead origin.
         interval = max(0.05, probeIntervalSeconds)
         self.probe = probe
@@ -121,12 +121,6 @@ public final class Reachability: Sendable {
             }
             state.withLock { $0[origin]?.nextProbeAt = now() + Int64(interval * 1000) }
         }
-    }
-
-    public static let wallClockMillis: @Sendable () -> Int64 = {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     /// A TCP connect probe: true when `origin` accepts a connection within `timeout`. Runs the
