@@ -32,15 +32,9 @@ struct QueueLifecycleTests {
         // Retained: the same request is answered from the stored response.
         let replayed = try outbox.send("POST", "/items", body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
         #expect(replayed.headers["Idempotent-Replayed"] == "true", "\(replayed)")
-        // Then gone: the admin API answers 404 once retention has passed.
-        let deadline = Deadline(after: .seconds(10))
-        var status = 200
-        while true {
-            // Asked once more after the deadline, so a starved test thread cannot miss it.
-            status = try outbox.admin("operations/\(queued.id)").status
-            if status == 404 || deadline.hasPassed { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
+        // Then gone: the maintenance pass logs the removal, after which the admin API answers 404.
+        try await outbox.waitForLog(containing: "retention_removed", timeout: .seconds(10))
+        let status = try outbox.admin("operations/\(queued.id)").status
         #expect(status == 404, "the completed operation outlived completedRetentionSeconds\n\(outbox)")
     }
 

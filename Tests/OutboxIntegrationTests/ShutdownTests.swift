@@ -19,10 +19,7 @@ struct ShutdownTests {
         outbox.terminate(signal: signal)
         // Stopping to accept is the observable sign that the signal was handled; only then is
         // the upstream released, so the exchange is truly in flight across the signal.
-        let deadline = Deadline(after: .seconds(5))
-        while !RawClient.isRefused(port: outbox.port) && !deadline.hasPassed && outbox.child.isRunning {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await outbox.waitForLog(containing: "accepting_stopped", timeout: .seconds(5))
         #expect(outbox.child.isRunning, "exited before the in-flight exchange finished\n\(outbox)")
         #expect(RawClient.isRefused(port: outbox.port), "still accepting 5 s after the signal\n\(outbox)")
 

@@ -101,7 +101,10 @@ public final class OutboxQueue: Sendable {
         let (retired, expired) = index.withLock {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
-        for id in retired { await delete(id) }
+        if !retired.isEmpty {
+            let removed = await delete(retired)
+            logger.info("retention_removed", ["operations": String(removed)])
+        }
         for id in expired {
             guard let entry = index.withLock({ $0.entry(id) }), entry.status == .pending else { continue }
             if let state = ReplayTransition.expire(current: currentState(entry), createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {

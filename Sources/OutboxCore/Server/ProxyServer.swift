@@ -92,7 +92,11 @@ public final class ProxyServer: @unchecked Sendable {
     @discardableResult
     public func shutdown(timeout: Double) -> Bool {
         guard let listener else { return true }
-        listener.loop.execute { listener.value.stop() }
+        let logger = context.logger
+        listener.loop.execute {
+            listener.value.stop()
+            logger.info("accepting_stopped")
+        }
         for state in states { state.loop.execute { state.value.beginDrain() } }
         let clean = drained.wait(timeout: .now() + timeout) == .success
         if !clean {
