@@ -18,8 +18,8 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
         ),
         .executableTarget(name: "outbox", dependencies: ["OutboxCore"]),
-        .testTarget(name: "OutboxCoreTests", dependencies: ["OutboxCore"]),
-        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxCore", "outbox"]),
+        .testTarget(name: "OutboxCoreTests", dependencies: ["OutboxCore", "CSystem"]),
+        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxCore", "CSystem", "outbox"]),
     ],
     swiftLanguageModes: [.v6]
 )

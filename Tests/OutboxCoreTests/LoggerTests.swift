@@ -1,3 +1,4 @@
+import CSystem
 import Dispatch
 import Foundation
 import Glibc
@@ -119,7 +120,9 @@ struct LoggerTests {
     @Test("lines written from many threads to one pipe never interleave, even past PIPE_BUF")
     func concurrentLinesStayWhole() throws {
         var fds: [Int32] = [0, 0]
-        try #require(pipe(&fds) == 0)
+        // Close-on-exec: a child spawned meanwhile by another test would otherwise inherit
+        // the write end and hold the pipe open past close(writeEnd).
+        try #require(csystem_pipe2(&fds, O_CLOEXEC) == 0)
         let (readEnd, writeEnd) = (fds[0], fds[1])
         let received = Mutex<[UInt8]>([])
         let readerDone = DispatchSemaphore(value: 0)

@@ -5,7 +5,7 @@ import Testing
 
 /// SPEC §1 command line: help, version, check-config, the listening line, and one clear line
 /// with the right exit code for every usage, config and runtime error; never a stack trace.
-@Suite("Command line")
+@Suite("Command line", .harnessThreads)
 struct CommandLineTests {
     static func run(_ arguments: [String], environment: [String: String]? = nil) async throws -> ChildProcess.Observed {
         let child = try OutboxProcess.launch(arguments, environment: environment)

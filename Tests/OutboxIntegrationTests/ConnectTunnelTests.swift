@@ -2,7 +2,7 @@ import Testing
 
 /// SPEC §3 CONNECT: a byte-for-byte tunnel to an allowed port, 403 for other ports, 503 when
 /// nothing answers there.
-@Suite("CONNECT tunnels")
+@Suite("CONNECT tunnels", .harnessThreads)
 struct ConnectTunnelTests {
     @Test func tunnelCarriesBytesBothWaysUntilEitherSideCloses() async throws {
         let echo = try EchoServer()

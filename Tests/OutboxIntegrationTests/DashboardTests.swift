@@ -5,7 +5,7 @@ import Testing
 /// usable in a real browser against a proxy holding queued operations. The browser test needs
 /// Chromium, chromedriver and Selenium (`Tests/Scripts/install-browser.sh`) and is skipped,
 /// saying which is missing, when they are not installed.
-@Suite("Admin dashboard")
+@Suite("Admin dashboard", .harnessThreads)
 struct DashboardTests {
     static let python = ChildProcess.which("python3")
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -3,7 +3,7 @@ import Testing
 /// An origin may answer before it has read the request body (nginx's `return` does). The
 /// proxy relays that answer at once, drains the rest of the client's body, and keeps the
 /// client connection in step for the next request (RFC 9112 §9.6).
-@Suite("Early responses")
+@Suite("Early responses", .harnessThreads)
 struct EarlyResponseTests {
     /// Answers `201 ok` as soon as it has seen a request head, and drops body bytes. The body
     /// used here never contains CRLFCRLF, so each one in the stream ends one head.

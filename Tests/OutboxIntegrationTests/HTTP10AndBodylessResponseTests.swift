@@ -2,7 +2,7 @@ import Testing
 
 /// HTTP/1.0 clients and responses that carry no body by rule (HEAD, 204, 304): framing
 /// mistakes here hang or corrupt the next response on the connection.
-@Suite("HTTP/1.0 clients and bodiless responses")
+@Suite("HTTP/1.0 clients and bodiless responses", .harnessThreads)
 struct HTTP10AndBodylessResponseTests {
     @Test func http10ClientGetsAnUnchunkedBodyAndTheConnectionCloses() async throws {
         let body = String(repeating: "ten-body ", count: 500)

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The harness checks itself: if these fail, a red proxy test says nothing about the proxy.
-@Suite("Harness self-checks")
+@Suite("Harness self-checks", .harnessThreads)
 struct HarnessSelfTests {
     @Test func sha256MatchesFIPSVectors() {
         #expect(SHA256.hex(of: []) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
@@ -34,7 +34,7 @@ struct HarnessSelfTests {
 
 /// The test upstream, echo server, raw client and process launcher work on their own, checked
 /// against curl and each other, so they can be trusted as the proxy's judges.
-@Suite("Harness servers and clients")
+@Suite("Harness servers and clients", .harnessThreads)
 struct HarnessServerTests {
     @Test func upstreamAnswersCurlAndRecordsGetAndChunkedPost() async throws {
         let curl = try #require(ChildProcess.which("curl"), "curl is not installed")

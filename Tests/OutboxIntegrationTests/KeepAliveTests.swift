@@ -1,7 +1,7 @@
 import Testing
 
 /// SPEC §3 keep-alive and pipelining on the client side, connection reuse on the upstream side.
-@Suite("Keep-alive and pipelining")
+@Suite("Keep-alive and pipelining", .harnessThreads)
 struct KeepAliveTests {
     @Test func fiftySequentialRequestsShareOneClientConnection() async throws {
         let upstream = try TestUpstream { request in

@@ -3,7 +3,7 @@ import Testing
 /// SPEC §3 "requests are checked before anything is forwarded or stored", as a table: each bad
 /// input gets its status and the JSON error body, the upstream receives nothing, a 4xx closes
 /// the connection, and a fresh connection is served normally afterwards.
-@Suite("Malformed and refused requests")
+@Suite("Malformed and refused requests", .harnessThreads)
 struct MalformedRequestTests {
     struct BadInput: Sendable, CustomTestStringConvertible {
         let name: String

@@ -3,7 +3,7 @@ import Testing
 
 /// `/admin/metrics` in Prometheus text format 0.0.4, checked with the reference parser
 /// (Python's prometheus_client, installed by `.ci/run`), and counters that move with traffic.
-@Suite("Admin metrics")
+@Suite("Admin metrics", .harnessThreads)
 struct MetricsTests {
     static let python = ChildProcess.which("python3")
     static let parserAvailable: Bool = {

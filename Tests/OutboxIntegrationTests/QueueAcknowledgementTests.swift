@@ -4,7 +4,7 @@ import Testing
 /// What a client is told when its request meets an unreachable origin (SPEC §4): a write is
 /// stored and answered `202` with the operation's id and key; a read gets `503` with
 /// `Retry-After`; `Outbox-Mode: queue` stores a write even while the origin answers.
-@Suite("Queue: acknowledgement")
+@Suite("Queue: acknowledgement", .harnessThreads)
 struct QueueAcknowledgementTests {
     /// Lowercase 8-4-4-4-12 hex, as the contract's ids are.
     static func isLowercaseUUID(_ text: String) -> Bool {

@@ -2,7 +2,7 @@ import Testing
 
 /// `Outbox-Depends-On` (SPEC §4): an operation waits until the one it names (by id or by
 /// idempotency key) is completed, and fails when that one ends failed or conflict.
-@Suite("Queue: dependencies")
+@Suite("Queue: dependencies", .harnessThreads)
 struct QueueDependencyTests {
     /// Answers 400 to a body starting with "reject", 201 to anything else.
     static let rejectsSome: TestUpstream.Handler = { request in

@@ -3,7 +3,7 @@ import Testing
 /// Idempotency keys (SPEC §4): a repeated write with the same key and request is the same
 /// operation, delivered once; the same key with another body is refused with 422; once
 /// completed, a repeat gets the stored upstream response marked `Idempotent-Replayed: true`.
-@Suite("Queue: idempotency")
+@Suite("Queue: idempotency", .harnessThreads)
 struct QueueIdempotencyTests {
     @Test func repeatedKeyIsOneOperationDeliveredOnceThenReplayedFromStore() async throws {
         let upstream = try TestUpstream { request in

@@ -4,7 +4,7 @@ import Testing
 /// The ends of an operation's life and the probes that decide when replay starts (SPEC §4):
 /// TTL expiry, removal after `completedRetentionSeconds`, `GET probePath` probes, and a
 /// drain that cannot finish.
-@Suite("Queue: lifecycle and probes")
+@Suite("Queue: lifecycle and probes", .harnessThreads)
 struct QueueLifecycleTests {
     @Test func unfinishedOperationOlderThanTheTTLFailsAsExpired() async throws {
         let upstream = try TestUpstream()

@@ -2,7 +2,7 @@ import Testing
 
 /// `queue.maxOperations` (SPEC §6): when the store is full a new write gets `507`, what is
 /// stored stays intact, and the proxy keeps forwarding to origins that answer.
-@Suite("Queue: limits")
+@Suite("Queue: limits", .harnessThreads)
 struct QueueLimitTests {
     @Test func fullQueueRefusesWritesWith507AndStillForwardsReads() async throws {
         let down = try TestUpstream { _ in .respond(.text("created", status: 201)) }

@@ -3,7 +3,7 @@ import Testing
 /// In what order stored writes reach the origin (SPEC §4 "Replay"): one at a time, higher
 /// priority first, first-in first-out within a priority, and nothing overtakes an older
 /// write that is still queued.
-@Suite("Queue: delivery order")
+@Suite("Queue: delivery order", .harnessThreads)
 struct QueueOrderingTests {
     @Test func thirtyWritesQueuedWhileDownArriveOnceEachInOrderWithTheirKeys() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }

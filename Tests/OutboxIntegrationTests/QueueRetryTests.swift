@@ -4,7 +4,7 @@ import Testing
 /// Retries of a stored write (SPEC §2 `retry.*`, §4 outcome table): retryable answers are
 /// tried again with the attempt number counting up, an upstream `Retry-After` sets the
 /// pause, and after `1 + maxRetries` attempts the operation fails.
-@Suite("Queue: retries")
+@Suite("Queue: retries", .harnessThreads)
 struct QueueRetryTests {
     @Test func twoServiceUnavailableThenCreatedCompletesOnTheThirdAttempt() async throws {
         let upstream = try TestUpstream { request in

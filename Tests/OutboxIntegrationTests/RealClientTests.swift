@@ -3,7 +3,7 @@ import Testing
 
 /// Real clients through the real proxy: curl in proxy mode (`-x`) and base-URL mode, with and
 /// without `Expect: 100-continue`, and Python's urllib with a ProxyHandler.
-@Suite("Real clients: curl and Python urllib")
+@Suite("Real clients: curl and Python urllib", .harnessThreads)
 struct RealClientTests {
     static let curl = ChildProcess.which("curl")
     static let python = ChildProcess.which("python3")

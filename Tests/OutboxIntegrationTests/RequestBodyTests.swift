@@ -2,7 +2,7 @@ import Testing
 
 /// SPEC §3 request bodies: chunked and Content-Length bodies reach the upstream byte for byte,
 /// and `Expect: 100-continue` is honoured.
-@Suite("Request bodies")
+@Suite("Request bodies", .harnessThreads)
 struct RequestBodyTests {
     /// The upstream's answer: how many body bytes it got and their digest.
     static let bodyReporter: TestUpstream.Handler = { request in

@@ -2,7 +2,7 @@ import Testing
 
 /// SPEC §3 reverse mode: origin-form requests go to the configured upstream, byte for byte
 /// except for the hop-by-hop headers and the forwarding headers the proxy owns.
-@Suite("Reverse proxy mode")
+@Suite("Reverse proxy mode", .harnessThreads)
 struct ReverseProxyTests {
     /// Headers whose value or position the proxy decides; everything else must pass unchanged.
     static let proxyOwnedHeaders: Set<String> = ["Host", "Via", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Connection"]

@@ -6,7 +6,7 @@ import Testing
 /// whose certificate is signed by the loopback-only test CA. URLSession on Linux trusts only
 /// the system store, so the tests that talk TLS run where `Tests/Scripts/install-test-ca.sh`
 /// has run (CI) and are skipped elsewhere, saying why.
-@Suite("HTTPS upstream (URLSession transport)")
+@Suite("HTTPS upstream (URLSession transport)", .harnessThreads)
 struct SecureUpstreamTests {
     /// What `GET /big` serves: the origin's SplitMix64 stream (`BIG_BODY_*` in the script).
     static let bigBody = GeneratedBody(count: 2 * 1024 * 1024, seed: 0x5EC0_DE0F_B16B_0D1E)

@@ -2,7 +2,7 @@ import Glibc
 import Testing
 
 /// SPEC §1 "SIGTERM / SIGINT: stop accepting, finish in-flight exchanges, exit 0".
-@Suite("Graceful shutdown")
+@Suite("Graceful shutdown", .harnessThreads)
 struct ShutdownTests {
     @Test(arguments: [SIGTERM, SIGINT])
     func inFlightExchangeCompletesAfterTheSignalAndTheProcessExitsZero(signal: Int32) async throws {

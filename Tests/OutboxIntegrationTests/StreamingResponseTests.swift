@@ -2,7 +2,7 @@ import Testing
 
 /// SPEC §3 "responses streamed to the client as they arrive (a 1 GB download never sits in
 /// memory)": a 64 MiB body passes through intact while the proxy's peak RSS stays small.
-@Suite("Streaming responses")
+@Suite("Streaming responses", .harnessThreads)
 struct StreamingResponseTests {
     static let bodySize = 64 << 20
     static let peakRSSLimit = 100_000_000

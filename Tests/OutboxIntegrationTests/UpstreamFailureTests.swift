@@ -4,7 +4,7 @@ import Testing
 /// Retry-After when it is unreachable (SPEC §4: refused, or the connection drops before a
 /// complete response head), 502 when it answers garbage, 504 when it never answers within
 /// `reachability.responseTimeoutSeconds` (issue 2 says 504 where SPEC §4 would say 503).
-@Suite("Upstream failures")
+@Suite("Upstream failures", .harnessThreads)
 struct UpstreamFailureTests {
     @Test func refusedConnectionGivesServiceUnavailableWithRetryAfter() async throws {
         let upstream = try TestUpstream()

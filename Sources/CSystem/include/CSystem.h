@@ -26,6 +26,8 @@ static inline int csystem_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 
 // accept4 needs _GNU_SOURCE, which Swift's Glibc module is not built with.
 int csystem_accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
+// pipe2 too: a pipe whose ends are close-on-exec from the start, for code that spawns children.
+int csystem_pipe2(int fds[2], int flags);
 
 // CRC-32C (Castagnoli). `crc` is the value returned for the bytes before `data` (0 to start),
 // so a checksum can be computed over several pieces. Uses the SSE4.2 `crc32` instruction when

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import Glibc
 
@@ -47,24 +48,41 @@ final class ChildProcess: Sendable {
         process.arguments = arguments
         process.environment = environment ?? Self.cleanEnvironment()
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
+        let stdout = try Self.closeOnExecPipe()
+        let stderr = try Self.closeOnExecPipe()
+        process.standardOutput = stdout.write
+        process.standardError = stderr.write
         process.terminationHandler = { finished in
             let status: ExitStatus = finished.terminationReason == .uncaughtSignal
                 ? .signaled(finished.terminationStatus) : .exited(finished.terminationStatus)
             observed.update { $0.exit = status }
         }
-        if let failure = Self.runWithEmptySignalMask(process) {
+        let failure = Self.runWithEmptySignalMask(process)
+        // The child has its copies; ours would keep the pipes open after it exits.
+        try? stdout.write.close()
+        try? stderr.write.close()
+        if let failure {
             throw HarnessError("cannot start \(executable): \(failure)")
         }
         self.process = process
         self.observed = observed
         self.executable = executable
         pid = process.processIdentifier
-        Self.drain(stdout.fileHandleForReading, into: observed, isStderr: false)
-        Self.drain(stderr.fileHandleForReading, into: observed, isStderr: true)
+        Self.drain(stdout.read, into: observed, isStderr: false)
+        Self.drain(stderr.read, into: observed, isStderr: true)
+    }
+
+    /// A pipe whose both ends are close-on-exec from the start (Foundation's `Pipe` is not):
+    /// tests spawn children concurrently, and a child that inherited another child's write end
+    /// would hold that pipe open, so its reader would never see end of file. The spawn dup2s
+    /// the write end onto the child's stdout or stderr, which clears the flag there only.
+    private static func closeOnExecPipe() throws -> (read: FileHandle, write: FileHandle) {
+        var fds: [Int32] = [-1, -1]
+        guard csystem_pipe2(&fds, O_CLOEXEC) == 0 else {
+            throw HarnessError("pipe2: \(String(cString: strerror(errno)))")
+        }
+        return (FileHandle(fileDescriptor: fds[0], closeOnDealloc: true),
+                FileHandle(fileDescriptor: fds[1], closeOnDealloc: true))
     }
 
     deinit {

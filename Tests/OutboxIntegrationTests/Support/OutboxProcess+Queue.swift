@@ -45,19 +45,21 @@ extension OutboxProcess {
 
     /// Polls the operation until its `status` is one of `statuses`; throws with the last
     /// document seen when `timeout` passes. The admin API has no push channel, so polling
-    /// (every 20 ms, bounded) is the event here.
+    /// (every 20 ms, bounded) is the event here. It looks once more after the deadline: a
+    /// test thread that was descheduled past it must not fail on a stale answer.
     func waitForOperation(_ id: String, toBe statuses: Set<String>,
                           timeout: Duration = .seconds(15)) async throws -> JSONObject {
         let deadline = Deadline(after: timeout)
-        var last: JSONObject?
-        while !deadline.hasPassed {
+        while true {
+            let expired = deadline.hasPassed
             let document = try operation(id)
             if let status = document.string("status"), statuses.contains(status) { return document }
-            last = document
+            if expired {
+                throw HarnessError("operation \(id) not \(statuses.sorted()) within \(timeout); last seen: "
+                                   + "\(document.text)\n\(self)")
+            }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw HarnessError("operation \(id) not \(statuses.sorted()) within \(timeout); last seen: "
-                           + "\(last.map(\.text) ?? "nothing")\n\(self)")
     }
 
     /// `GET /admin/drain?timeoutSeconds=N`, required to be `200 {"drained":true}`: every

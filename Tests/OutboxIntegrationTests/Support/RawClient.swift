@@ -22,6 +22,7 @@ final class RawClient {
 
     /// Connects to 127.0.0.1:`port`; throws `SocketError.refused` when nothing listens.
     init(port: UInt16, timeout: Duration = .seconds(5), readSize: Int = 64 * 1024) throws {
+        try HarnessExecutor.requireOffCooperativePool("a RawClient")
         self.port = port
         fd = try Socket.connect(port: port, deadline: Deadline(after: timeout))
         reader = SocketReader(fd: fd, maxReadSize: readSize)

@@ -161,6 +161,7 @@ enum Socket {
     /// Waits for `events` on `fd`; false when the deadline passed first. Error and hang-up
     /// conditions count as ready so that the following call reports them.
     static func poll(_ fd: Int32, events: Int16, deadline: Deadline?) throws -> Bool {
+        try HarnessExecutor.requireOffCooperativePool("waiting on a socket")
         while true {
             var descriptor = pollfd(fd: fd, events: events, revents: 0)
             let ready = Glibc.poll(&descriptor, 1, deadline?.pollMilliseconds ?? -1)

@@ -32,14 +32,24 @@ final class WaitableState<Value: Sendable>: Sendable {
     /// Mutates the value under the lock, then wakes every waiter whose predicate now holds.
     @discardableResult
     func update<R: Sendable>(_ body: (inout Value) -> R) -> R {
-        inner.withLock { state in
+        let (result, satisfied) = inner.withLock { state in
             let result = body(&state.value)
             let snapshot = state.value
             // Resuming a continuation or signalling a semaphore never re-enters this lock,
             // so doing it while holding the lock is safe and keeps wake-ups ordered.
-            state.waiters.removeAll { $0.offer(snapshot) }
-            return result
+            var satisfied: [Waiter] = []
+            state.waiters.removeAll { waiter in
+                guard waiter.offer(snapshot) else { return false }
+                satisfied.append(waiter)
+                return true
+            }
+            return (result, satisfied)
         }
+        // Released only here, outside the lock: the woken task may already have run on
+        // another thread and let go of its objects, so a waiter's closures can hold the last
+        // reference to something whose deinit reads this state (a ChildProcess does).
+        withExtendedLifetime(satisfied) {}
+        return result
     }
 
     /// Suspends until `predicate` returns a value, or throws a `HarnessError` made by
@@ -107,8 +117,14 @@ final class WaitableState<Value: Sendable>: Sendable {
         let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         if semaphore.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds))) == .timedOut {
             // The waiter may have been satisfied between the timeout and this removal; the
-            // slot tells which happened.
-            inner.withLock { state in state.waiters.removeAll { $0.id == id } }
+            // slot tells which happened. If not, the value gets one last look.
+            let (last, removed): (R?, [Waiter]) = inner.withLock { state in
+                let removed = state.waiters.filter { $0.id == id }
+                state.waiters.removeAll { $0.id == id }
+                return (slot.load() ?? predicate(state.value), removed)
+            }
+            withExtendedLifetime(removed) {}   // released outside the lock, as in update
+            return last
         }
         return slot.load()
     }
@@ -118,7 +134,9 @@ final class WaitableState<Value: Sendable>: Sendable {
             guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return nil }
             return (state.waiters.remove(at: index), state.value)
         }
-        if let (waiter, value) = expired {
+        // One last look at the deadline: a waiter whose predicate depends on more than the
+        // value (a clock, a file) may hold now although no update woke it.
+        if let (waiter, value) = expired, !waiter.offer(value) {
             waiter.expire(value)
         }
     }
