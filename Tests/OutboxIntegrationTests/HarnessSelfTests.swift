@@ -187,7 +187,7 @@ struct HarnessServerTests {
         let error = await #expect(throws: HarnessError.self) {
             try await OutboxProcess.start(upstream: "http://127.0.0.1:1", executable: quitter)
         }
-        #expect(error?.description.contains("cannot start: reasons") == true)
+        #expect(error?.description.contains("cannot start: reasons") == true, "\(error.map { "\($0)" } ?? "no error")")
     }
 
     @Test func outboxBinaryIsBuiltNextToTheTestRunner() {

@@ -21,11 +21,13 @@ final class ConnectionAcceptor: Sendable {
     /// While stopped, a bound (not listening) socket keeps the port: connections are refused,
     /// and no other test's `bind(port 0)` can be handed this port meanwhile (the kernel's
     /// ephemeral search skips ports with a bound socket), which would answer in our place.
+    /// Listener and placeholder share the port through SO_REUSEPORT, so each is bound before
+    /// the other is closed: the port is never free for a moment.
     private let placeholder = Mutex<Int32>(-1)
 
     /// Binds 127.0.0.1:0 and starts accepting.
     init(handler: @escaping @Sendable (Connection) -> Void) throws {
-        let (listener, port) = try Socket.listen()
+        let (listener, port) = try Socket.listen(reusePort: true)
         self.port = port
         core = Core(handler: handler)
         core.start(listener: listener)
@@ -47,20 +49,20 @@ final class ConnectionAcceptor: Sendable {
     /// Closes the listener and every open connection, and waits until the accept thread is gone
     /// so the port can be bound again at once.
     func stop() {
-        core.stop()
         placeholder.withLock { fd in
-            if fd < 0 { fd = Socket.bindOnly(port: port) }
+            if fd < 0 { fd = Socket.bindOnly(port: port, reusePort: true) }
         }
+        core.stop()
     }
 
     /// Listens on the same port again after `stop()`.
     func restart() throws {
         guard !isRunning else { return }
+        let (listener, _) = try Socket.listen(port: port, reusePort: true)
         placeholder.withLock { fd in
             if fd >= 0 { close(fd) }
             fd = -1
         }
-        let (listener, _) = try Socket.listen(port: port)
         core.start(listener: listener)
     }
 

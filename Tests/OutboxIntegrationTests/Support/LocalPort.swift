@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// Ports for tests that are about ports: one held busy by a listener of ours, one known to have
@@ -38,11 +39,27 @@ enum LocalPort {
         }
     }
 
-    /// A port that was free a moment ago and has no listener, for a test that must bind it
-    /// itself (another process could take it meanwhile: prefer `refusing()` for dead ports).
+    /// A port that was free a moment ago and has no listener, for a test that must have
+    /// another process bind it (prefer `refusing()` for dead ports). It is drawn from below
+    /// the kernel's ephemeral range (`ip_local_port_range`), so the ports that parallel tests
+    /// get from bind(0) and connect(2) can never take it in the meantime.
     static func unused() throws -> UInt16 {
-        let (fd, port) = try Socket.listen()
-        close(fd)
-        return port
+        let ephemeralStart = firstEphemeralPort()
+        let low: UInt16 = 10_000
+        guard ephemeralStart > low + 100 else { throw HarnessError("no ports below the ephemeral range \(ephemeralStart)") }
+        for _ in 0..<200 {
+            let candidate = UInt16.random(in: low..<ephemeralStart)
+            if let (fd, port) = try? Socket.listen(port: candidate) {
+                close(fd)
+                return port
+            }
+        }
+        throw HarnessError("no free port in \(low)..<\(ephemeralStart) after 200 tries")
+    }
+
+    /// The first port of /proc/sys/net/ipv4/ip_local_port_range (32768 when unreadable).
+    private static func firstEphemeralPort() -> UInt16 {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        return text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { UInt16($0) } ?? 32768
     }
 }

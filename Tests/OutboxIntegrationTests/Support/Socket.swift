@@ -7,11 +7,13 @@ import Glibc
 enum Socket {
     /// A listening socket on 127.0.0.1:`port` (0 picks a free port) with SO_REUSEADDR so a
     /// stopped upstream can come back on the same port while old connections sit in TIME_WAIT.
-    static func listen(port: UInt16 = 0, backlog: Int32 = 128) throws -> (fd: Int32, port: UInt16) {
+    /// `reusePort` (SO_REUSEPORT) lets a placeholder from `bindOnly` share the port with it.
+    static func listen(port: UInt16 = 0, backlog: Int32 = 128, reusePort: Bool = false) throws -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError.system("socket", errno) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if reusePort { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) }
         var address = loopbackAddress(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -38,11 +40,13 @@ enum Socket {
 
     /// A socket bound to 127.0.0.1:`port` but not listening (SO_REUSEADDR, so TIME_WAIT
     /// connections of the old listener don't stop it): it holds the port; -1 if bind failed.
-    static func bindOnly(port: UInt16) -> Int32 {
+    /// With `reusePort` it can be bound while a `listen(reusePort: true)` socket still is.
+    static func bindOnly(port: UInt16, reusePort: Bool = false) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return -1 }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if reusePort { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) }
         var address = loopbackAddress(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

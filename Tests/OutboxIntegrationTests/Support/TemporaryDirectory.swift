@@ -37,8 +37,19 @@ final class TemporaryDirectory: Sendable {
     @discardableResult
     func write(_ bytes: [UInt8], to name: String) throws -> String {
         let target = file(name)
-        guard FileManager.default.createFile(atPath: target, contents: Data(bytes)) else {
-            throw HarnessError("cannot write \(target)")
+        // Close-on-exec: a child spawned meanwhile by another test must not inherit the
+        // descriptor, or exec(2) of this file (a test script) fails with ETXTBSY.
+        let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw HarnessError("cannot create \(target): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { throw HarnessError("cannot write \(target): \(String(cString: strerror(errno)))") }
+                offset += written
+            }
         }
         return target
     }
