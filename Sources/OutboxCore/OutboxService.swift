@@ -39,9 +39,10 @@ public final class OutboxService: Sendable {
         server = ProxyServer(config: config, logger: logger, queue: queue, metrics: metrics)
     }
 
-    /// Binds, starts the loops, the replayer and the maintenance task; returns the address.
-    public func start() throws(SystemError) -> (host: String, port: Int) {
-        let address = try server.start()
+    /// Binds, starts the loops, the replayer and the maintenance task; returns the bound
+    /// addresses of `listen` and, when set, `admin.listen`.
+    public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
+        let addresses = try server.start()
         let client = server.upstreamClient
         probeClient.client.withLock { $0 = client }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
@@ -57,7 +58,7 @@ public final class OutboxService: Sendable {
                 }
             }
         }
-        return address
+        return addresses
     }
 
     /// Stops accepting, finishes in-flight exchanges (bounded), flushes storage.

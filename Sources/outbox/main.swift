@@ -44,15 +44,16 @@ case .serve(let options):
     } catch {
         fail("cannot open the queue in \(config.dataDirectory): \(error)", code: 1)
     }
-    let address: (host: String, port: Int)
+    let addresses: (main: SocketAddressSpec, admin: SocketAddressSpec?)
     do {
-        address = try service.start()
+        addresses = try service.start()
     } catch {
-        fail("cannot listen on \(config.listen): \(error)", code: 1)
+        fail(error.description, code: 1)
     }
-    let shown = address.host.contains(":") ? "[\(address.host)]" : address.host
-    // Through the logger's sink, so the line never interleaves with a log line.
-    Logger.standardError("outbox listening on http://\(shown):\(address.port)")
+    // Through the logger's sink, so the lines never interleave with a log line. The admin line
+    // comes first and has its own wording: whoever waits for the main line finds both ready.
+    if let admin = addresses.admin { Logger.standardError("outbox admin listening on http://\(admin)") }
+    Logger.standardError("outbox listening on http://\(addresses.main)")
     logger.info("started", ["version": Outbox.version, "upstream": config.upstream?.description ?? "-"])
     let received = TerminationSignals.wait()
     logger.info("stopping", ["signal": received == SIGTERM ? "TERM" : "INT"])

@@ -44,6 +44,7 @@ struct ConfigEffectiveJSONTests {
               },
               "admin": {
                 "pathPrefix": "/admin",
+                "listen": null,
                 "token": null,
                 "redactHeaders": ["authorization", "proxy-authorization", "cookie", "set-cookie"]
               },
@@ -82,6 +83,7 @@ struct ConfigEffectiveJSONTests {
         config.reachability.probePath = "/health"
         config.idempotency.header = "X-Request-Key"
         config.admin.pathPrefix = "/_outbox"
+        config.admin.listen = SocketAddressSpec(host: "::1", port: 9090)
         config.admin.redactHeaders = []
         config.limits.maxHeaderBytes = 1024
         config.limits.headerTimeoutSeconds = 0.3

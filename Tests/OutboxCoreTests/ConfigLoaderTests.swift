@@ -112,6 +112,24 @@ struct ConfigLoaderTests {
         #expect(loadError(CommandLineOptions(configPath: wrongType)) == "\(wrongType): queue.maxBodyBytes: expected integer")
     }
 
+    @Test("admin.listen equal to the effective listen address is refused naming admin.listen")
+    func adminListenMustDifferFromListen() throws {
+        let files = try ConfigFiles()
+        let same = try files.write("same.json", #"{"listen": "127.0.0.1:8080", "admin": {"listen": "127.0.0.1:8080"}}"#)
+        #expect(loadError(CommandLineOptions(configPath: same))
+                == #"admin.listen: expected an address other than listen, got "127.0.0.1:8080""#)
+        // The flag moves the main listener away, so the pair no longer collides.
+        let moved = try ConfigLoader.load(CommandLineOptions(configPath: same, listen: "127.0.0.1:8081"), environment: [:])
+        #expect(moved.admin.listen == SocketAddressSpec(host: "127.0.0.1", port: 8080))
+        // And the other way round: the flag moves the main listener onto the admin address.
+        let admin = try files.write("admin.json", #"{"admin": {"listen": "LOCALHOST:9000"}}"#)
+        #expect(loadError(CommandLineOptions(configPath: admin, listen: "localhost:9000"))
+                == #"admin.listen: expected an address other than listen, got "LOCALHOST:9000""#)
+        // Port 0 on both: each listener is given its own free port.
+        let bothFree = try files.write("free.json", #"{"listen": "127.0.0.1:0", "admin": {"listen": "127.0.0.1:0"}}"#)
+        #expect(try ConfigLoader.load(CommandLineOptions(configPath: bothFree), environment: [:]).admin.listen?.port == 0)
+    }
+
     @Test("a file errors before any flag is looked at, so the file's problem is reported first")
     func fileErrorBeforeFlagError() throws {
         let files = try ConfigFiles()

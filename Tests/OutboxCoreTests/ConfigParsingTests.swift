@@ -69,6 +69,7 @@ struct ConfigParsingTests {
         (#"{"reachability": {"responseTimeoutSeconds": {}}}"#, "reachability.responseTimeoutSeconds: expected number"),
         (#"{"idempotency": {"header": null}}"#, "idempotency.header: expected string"),
         (#"{"admin": {"pathPrefix": 1}}"#, "admin.pathPrefix: expected string"),
+        (#"{"admin": {"listen": 8081}}"#, "admin.listen: expected string or null"),
         (#"{"admin": {"token": 1}}"#, "admin.token: expected string or null"),
         (#"{"admin": {"redactHeaders": ["cookie", 2]}}"#, "admin.redactHeaders[1]: expected string"),
         (#"{"limits": {"maxHeaderBytes": 1.0}}"#, "limits.maxHeaderBytes: expected integer"),
@@ -131,6 +132,9 @@ struct ConfigParsingTests {
         (#"{"admin": {"pathPrefix": "admin"}}"#, #"admin.pathPrefix: expected path starting with "/" and not ending with "/", got "admin""#),
         (#"{"admin": {"pathPrefix": "/admin/"}}"#, #"admin.pathPrefix: expected path starting with "/" and not ending with "/", got "/admin/""#),
         (#"{"admin": {"pathPrefix": "/"}}"#, #"admin.pathPrefix: expected path starting with "/" and not ending with "/", got "/""#),
+        (#"{"admin": {"listen": "localhost"}}"#, #"admin.listen: expected "host:port" or null, got "localhost""#),
+        (#"{"admin": {"listen": "127.0.0.1:65536"}}"#, #"admin.listen: expected "host:port" or null, got "127.0.0.1:65536""#),
+        (#"{"admin": {"listen": ""}}"#, #"admin.listen: expected "host:port" or null, got """#),
         (#"{"admin": {"token": ""}}"#, "admin.token: expected visible ASCII without spaces, or null"),
         (#"{"admin": {"token": "two words"}}"#, "admin.token: expected visible ASCII without spaces, or null"),
         (#"{"admin": {"redactHeaders": ["x y"]}}"#, #"admin.redactHeaders[0]: expected header name token, got "x y""#),
@@ -167,6 +171,15 @@ struct ConfigParsingTests {
         #expect(config.admin.pathPrefix == "/ops/admin")
         #expect(config.admin.token == "s3cr3t-Token_1")
         #expect(config.admin.redactHeaders == ["x-api-key"])
+    }
+
+    @Test("admin.listen is null by default and otherwise a host:port, port 0 and IPv6 included")
+    func adminListen() throws {
+        #expect(try parseConfig(#"{"admin": {"listen": null}}"#).admin.listen == nil)
+        #expect(try parseConfig(#"{"admin": {"listen": "127.0.0.1:0"}}"#).admin.listen
+                == SocketAddressSpec(host: "127.0.0.1", port: 0))
+        #expect(try parseConfig(#"{"admin": {"listen": "[::1]:9090"}}"#).admin.listen
+                == SocketAddressSpec(host: "::1", port: 9090))
     }
 
     @Test("the extension keys logLevel and limits.shutdownTimeoutSeconds are read")

@@ -9,7 +9,8 @@ public enum ConfigLoader {
     /// Reads the file named by options.configPath, else by environment["OUTBOX_CONFIG"], else
     /// defaults; then applies flags (--listen, --upstream, --data-dir, --log-level; each validated
     /// with an error naming the flag: `--listen: expected HOST:PORT, got "x"`), then
-    /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token. A missing/unreadable file or invalid
+    /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token; last, `admin.listen` must not be the
+    /// `listen` address (port 0 excepted: each picks its own port). A missing/unreadable file or invalid
     /// JSON is a ConfigError naming the file (and line/column if you can get it cheaply).
     ///
     /// Errors from the file read `FILE: …` (`cfg.json: queue.maxBodyBytes: expected integer`,
@@ -57,6 +58,12 @@ public enum ConfigLoader {
                 throw ConfigError("OUTBOX_ADMIN_TOKEN: expected visible ASCII without spaces")
             }
             config.admin.token = token
+        }
+        // Checked on the merged result: a `--listen` flag may move the main listener away from
+        // an `admin.listen` that the file gave the same address.
+        if let admin = config.admin.listen, admin.port != 0, admin.port == config.listen.port,
+           admin.host.lowercased() == config.listen.host.lowercased() {
+            throw ConfigError("admin.listen: expected an address other than listen, got \(JSONValue.quoted(admin.description))")
         }
         return config
     }

@@ -43,6 +43,7 @@ extension OutboxConfig {
             ])),
             ("admin", .object([
                 ("pathPrefix", .string(admin.pathPrefix)),
+                ("listen", admin.listen.map { .string($0.description) } ?? .null),
                 ("token", admin.token == nil ? .null : .string("[set]")),
                 ("redactHeaders", .strings(admin.redactHeaders)),
             ])),

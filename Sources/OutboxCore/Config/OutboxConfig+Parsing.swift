@@ -6,11 +6,11 @@ extension OutboxConfig {
     /// are tokens, pathPrefix starts with "/" and has no trailing "/", allowedHosts entries are a
     /// host, "*.suffix" or "*"). Retry preset: the preset's values first, then explicit keys win.
     /// Exact bounds: sizes and counts ≥ 1, `maxRetries` ≥ 0, seconds 0...1e9, `multiplier`
-    /// 1...1000, ports 1...65535 (`listen` 0...65535). `allowedHosts` entries are stored
+    /// 1...1000, ports 1...65535 (`listen` and `admin.listen` 0...65535). `allowedHosts` entries are stored
     /// lowercased and `redactHeaders` lowercased. Duplicate keys are a JSON error.
     /// Members are checked in document order and the first problem is reported; invalid JSON
     /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
-    /// (`upstream`, `reachability.probePath`, `admin.token`), not as "use the default".
+    /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`), not as "use the default".
     public static func parse(json: [UInt8]) throws(ConfigError) -> OutboxConfig {
         let document: JSONValue
         do {
@@ -142,6 +142,7 @@ extension OutboxConfig.Admin {
         for (key, field) in try object.members() {
             switch key {
             case "pathPrefix": pathPrefix = try field.pathPrefix()
+            case "listen": listen = try field.optionalListenAddress()
             case "token":
                 token = try field.optionalString()
                 if let token, !OutboxConfig.isValidAdminToken(token) {
@@ -178,6 +179,12 @@ extension OutboxConfig.Limits {
 extension ConfigField {
     fileprivate func listenAddress() throws(ConfigError) -> SocketAddressSpec {
         guard let address = SocketAddressSpec.parse(try string()) else { throw invalid("\"host:port\"") }
+        return address
+    }
+
+    fileprivate func optionalListenAddress() throws(ConfigError) -> SocketAddressSpec? {
+        guard let text = try optionalString() else { return nil }
+        guard let address = SocketAddressSpec.parse(text) else { throw invalid("\"host:port\" or null") }
         return address
     }
 

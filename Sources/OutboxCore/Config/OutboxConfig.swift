@@ -83,6 +83,10 @@ public struct OutboxConfig: Sendable, Equatable {
     public struct Admin: Sendable, Equatable {
         /// Starts with "/", has no trailing "/", e.g. `/admin`.
         public var pathPrefix = "/admin"
+        /// nil: the admin API is served on `listen`. Set: it is served only on this address
+        /// (still under `pathPrefix`; port 0 picks a free port), and `listen` forwards the
+        /// prefix to the upstream like any other path.
+        public var listen: SocketAddressSpec? = nil
         /// When set, admin requests need `Authorization: Bearer <token>`. Visible ASCII, no spaces.
         public var token: String? = nil
         /// Lowercased header names whose values the admin API shows as `"[redacted]"`.

@@ -21,9 +21,18 @@ final class ProxyContext: Sendable {
     /// The admin API; nil while no queue runs (the proxy then treats admin paths as traffic).
     let admin: AdminAPI?
     let adminGate: AdminGate
+    /// Whether `admin.listen` is set: the admin API is then served only on its own listener.
+    let adminHasOwnListener: Bool
+    /// A stored operation's URL without its id, the `Location` of a `202`: a path on this
+    /// listener, or an absolute URL when the admin API has its own listener (where a path on
+    /// the main listener would reach the upstream instead).
+    let operationLocationBase: String
     let metrics: Metrics
 
-    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil, metrics: Metrics = Metrics()) {
+    /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
+    ///   nil when the admin API lives on the main listener.
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil, metrics: Metrics = Metrics(),
+         adminListenAddress: SocketAddressSpec? = nil) {
         self.queue = queue
         self.metrics = metrics
         queueMethods = Set(config.queue.methods)
@@ -35,7 +44,11 @@ final class ProxyContext: Sendable {
                      version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
                      prefix: config.admin.pathPrefix)
         }
-        adminGate = AdminGate(token: config.admin.token.map { Array($0.utf8) }, listenHost: config.listen.host)
+        // The Host check accepts the configured address of the listener that serves the API.
+        adminGate = AdminGate(token: config.admin.token.map { Array($0.utf8) },
+                              listenHost: (config.admin.listen ?? config.listen).host)
+        adminHasOwnListener = config.admin.listen != nil
+        operationLocationBase = (adminListenAddress.map { "http://\($0)" } ?? "") + config.admin.pathPrefix + "/operations/"
         upstream = config.upstream
         forwardProxy = config.forwardProxy
         parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,

@@ -73,7 +73,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
             sendContinue = head.version == .http1_1 && !requestComplete
         }
-        if client.context.admin != nil, let path = AdminGate.subpath(of: head.target, prefix: client.context.adminPrefix) {
+        switch client.context.adminRoute(for: head.target, on: client.listener) {
+        case .admin(let path):
             if let refusal = client.context.adminGate.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
                 answerAdmin(refusal, pretty: false)
                 return
@@ -82,6 +83,13 @@ final class ProxyExchange: UpstreamResponseHandler {
             phase = .buffering
             if requestComplete { runAdmin() }
             return
+        case .notOnAdminListener:
+            answerAdmin(AdminAPI.errorResponse(404, "not_found",
+                                               "this listener serves only the admin API, under \(client.context.adminPrefix)"),
+                        pretty: false)
+            return
+        case .proxy:
+            break
         }
         switch ProxyRules.route(head, upstream: client.context.upstream, forwardProxy: client.context.forwardProxy) {
         case .failure(let error):
@@ -444,7 +452,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Content-Length", String(body.utf8.count))
-        headers.add("Location", "\(client.context.adminPrefix)/operations/\(id)")
+        headers.add("Location", client.context.operationLocationBase + id)
         headers.add("Outbox-Operation-Id", id)
         headers.add(client.context.idempotencyHeader, info.idempotencyKey)
         answer(HTTPResponseHead(status: 202, headers: headers), body: Array(body.utf8))

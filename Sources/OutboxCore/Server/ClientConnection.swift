@@ -9,6 +9,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     unowned(unsafe) let loopState: LoopState  // lives as long as the loop
     let peerText: String
     let peerIsLoopback: Bool
+    /// The listener that accepted this connection: what its requests may reach.
+    let listener: ListenerRole
     private var parser: HTTPRequestParser
     private var exchange: ProxyExchange?
     private var tunnel: Tunnel?
@@ -24,8 +26,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     var logger: Logger { context.logger }
     var isDraining: Bool { loopState.draining }
 
-    init(fd: Int32, peer: SocketAddress, loopState: LoopState) {
+    init(fd: Int32, peer: SocketAddress, listener: ListenerRole, loopState: LoopState) {
         self.loopState = loopState
+        self.listener = listener
         context = loopState.context
         peerText = peer.hostText
         peerIsLoopback = peer.isLoopback

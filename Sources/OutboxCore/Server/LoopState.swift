@@ -20,9 +20,9 @@ final class LoopState {
         metrics = context.metrics.makeShard()
     }
 
-    /// Takes ownership of an accepted socket.
-    func adopt(fd: Int32, peer: SocketAddress) {
-        let connection = ClientConnection(fd: fd, peer: peer, loopState: self)
+    /// Takes ownership of a socket accepted by the listener with `role`.
+    func adopt(fd: Int32, peer: SocketAddress, role: ListenerRole) {
+        let connection = ClientConnection(fd: fd, peer: peer, listener: role, loopState: self)
         connections[ObjectIdentifier(connection)] = connection
         if draining { connection.drain() }
     }

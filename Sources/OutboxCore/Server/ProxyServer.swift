@@ -3,19 +3,21 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// The proxy server: a listening socket and one event loop per core, each loop serving the
-/// connections handed to it round-robin.
+/// The proxy server: a listening socket (two with `admin.listen`: the admin API gets its own)
+/// and one event loop per core, each loop serving the connections handed to it round-robin.
 ///
-/// `start()` binds and returns the real address (port 0 resolved); `shutdown(timeout:)`
-/// stops accepting, lets in-flight exchanges finish within the grace period, then closes
-/// everything. No thread per connection: `loopCount` threads in all.
+/// `start()` binds and returns the real addresses (port 0 resolved); `shutdown(timeout:)`
+/// stops accepting on every listener, lets in-flight exchanges finish within the grace period,
+/// then closes everything. No thread per connection: `loopCount` threads in all.
 public final class ProxyServer: @unchecked Sendable {
     // Set in start() before any loop runs, read-only afterwards.
     private var loops: [EventLoop] = []
     private var states: [LoopBound<LoopState>] = []
-    private var listener: LoopBound<Listener>?
-    private let context: ProxyContext
+    private var listeners: [LoopBound<Listener>] = []
     private let config: OutboxConfig
+    private let logger: Logger
+    private let queue: QueueGateway?
+    private let metrics: Metrics
     private let loopCount: Int
     private let openConnections = Atomic<Int>(0)
     private let drainedLoops = Atomic<Int>(0)
@@ -25,7 +27,9 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameter queue: the durable queue; nil runs a plain proxy.
     init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, metrics: Metrics = Metrics(), loopCount: Int? = nil) {
         self.config = config
-        context = ProxyContext(config: config, logger: logger, queue: queue, metrics: metrics)
+        self.logger = logger
+        self.queue = queue
+        self.metrics = metrics
         self.loopCount = max(1, loopCount ?? Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
@@ -37,30 +41,54 @@ public final class ProxyServer: @unchecked Sendable {
     /// One-shot exchanges on this server's loops (replays, probes). Valid after `start()`.
     var upstreamClient: UpstreamClient { UpstreamClient(loops: states) }
 
-    /// Binds the listen address and starts the loops. Returns the bound host and port.
-    public func start() throws(SystemError) -> (host: String, port: Int) {
-        let (fd, address) = try Sockets.listen(host: config.listen.host, port: config.listen.port)
+    /// Binds `listen` (and `admin.listen` when set) and starts the loops. Returns the bound
+    /// addresses. Both sockets are bound before anything accepts, so a busy admin port fails the
+    /// start as a busy main port does.
+    public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
+        var sockets: [(fd: Int32, role: ListenerRole, address: SocketAddressSpec)] = []
+        func closeAll() { for socket in sockets { close(socket.fd) } }
+        do {
+            let (fd, address) = try Sockets.listen(host: config.listen.host, port: config.listen.port)
+            sockets.append((fd, .main, SocketAddressSpec(host: address.hostText, port: address.port)))
+        } catch {
+            throw .listen(config.listen, error)
+        }
+        if let adminListen = config.admin.listen {
+            do {
+                let (fd, address) = try Sockets.listen(host: adminListen.host, port: adminListen.port)
+                sockets.append((fd, .admin, SocketAddressSpec(host: address.hostText, port: address.port)))
+            } catch {
+                closeAll()
+                throw .adminListen(adminListen, error)
+            }
+        }
+        let adminAddress = sockets.first { $0.role == .admin }?.address
+        let context = ProxyContext(config: config, logger: logger, queue: queue, metrics: metrics,
+                                   adminListenAddress: adminAddress)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {
                 loop = try EventLoop(index: index, sweepInterval: context.sweepInterval)
             } catch {
-                close(fd)
-                throw error
+                closeAll()
+                throw .system(error)
             }
             loops.append(loop)
             states.append(LoopBound(value: LoopState(loop: loop, context: context, server: self), loop: loop))
         }
-        let listener = Listener(fd: fd, server: self, maxConnections: config.limits.maxConnections)
-        self.listener = LoopBound(value: listener, loop: loops[0])
         let first = loops[0]
-        first.execute { [self] in self.listener?.value.register(on: first) }
+        listeners = sockets.map { socket in
+            LoopBound(value: Listener(fd: socket.fd, role: socket.role, server: self), loop: first)
+        }
+        first.execute { [self] in
+            for listener in self.listeners { listener.value.register(on: first) }
+        }
         for loop in loops { loop.start() }
-        return (address.hostText, address.port)
+        return (sockets[0].address, adminAddress)
     }
 
     /// Hands an accepted socket to the next loop (called on loop 0).
-    func dispatch(fd: Int32, peer: SocketAddress, sequence: Int) -> Bool {
+    func dispatch(fd: Int32, peer: SocketAddress, role: ListenerRole, sequence: Int) -> Bool {
         let limit = config.limits.maxConnections
         let count = openConnections.wrappingAdd(1, ordering: .relaxed).newValue
         if count > limit {
@@ -69,9 +97,9 @@ public final class ProxyServer: @unchecked Sendable {
         }
         let state = states[sequence % states.count]
         if state.loop === loops[0] {
-            state.value.adopt(fd: fd, peer: peer)
+            state.value.adopt(fd: fd, peer: peer, role: role)
         } else {
-            state.loop.execute { state.value.adopt(fd: fd, peer: peer) }
+            state.loop.execute { state.value.adopt(fd: fd, peer: peer, role: role) }
         }
         return true
     }
@@ -91,10 +119,10 @@ public final class ProxyServer: @unchecked Sendable {
     /// Returns false when the grace period ran out with exchanges still open.
     @discardableResult
     public func shutdown(timeout: Double) -> Bool {
-        guard let listener else { return true }
-        let logger = context.logger
-        listener.loop.execute {
-            listener.value.stop()
+        guard let first = loops.first else { return true }
+        let logger = self.logger
+        first.execute { [self] in
+            for listener in self.listeners { listener.value.stop() }
             logger.info("accepting_stopped")
         }
         for state in states { state.loop.execute { state.value.beginDrain() } }
@@ -116,19 +144,20 @@ public final class ProxyServer: @unchecked Sendable {
     }
 }
 
-/// The listening socket, served by loop 0: accepts in a burst and spreads connections over
-/// the loops round-robin, so a few long-lived keep-alive connections load every core.
+/// A listening socket, served by loop 0: accepts in a burst and spreads connections over
+/// the loops round-robin, so a few long-lived keep-alive connections load every core. Each
+/// connection remembers the listener's role, which decides what it may reach.
 final class Listener: EventHandler {
     let fd: Int32
+    let role: ListenerRole
     private unowned let server: ProxyServer
     private var loop: EventLoop?
     private var sequence = 0
-    private let maxConnections: Int
 
-    init(fd: Int32, server: ProxyServer, maxConnections: Int) {
+    init(fd: Int32, role: ListenerRole, server: ProxyServer) {
         self.fd = fd
+        self.role = role
         self.server = server
-        self.maxConnections = maxConnections
     }
 
     func register(on loop: EventLoop) {
@@ -140,7 +169,7 @@ final class Listener: EventHandler {
         for _ in 0..<64 {
             guard let (client, peer) = Sockets.accept(fd) else { return }
             sequence &+= 1
-            if !server.dispatch(fd: client, peer: peer, sequence: sequence) {
+            if !server.dispatch(fd: client, peer: peer, role: role, sequence: sequence) {
                 // Over limits.maxConnections: a clear answer beats a silent reset.
                 let bytes = ErrorResponse.bytes(for: .tooManyConnections, close: true, retryAfterSeconds: 1)
                 _ = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

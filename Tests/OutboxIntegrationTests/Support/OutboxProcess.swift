@@ -88,9 +88,9 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
             until: { observed in observed.stderrText.contains(text) ? true : nil })
     }
 
-    /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line.
-    static func listeningPort(in stderr: String) -> UInt16? {
-        let prefix = "outbox listening on http://127.0.0.1:"
+    /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line (or of
+    /// another listening line, given its text up to the port).
+    static func listeningPort(in stderr: String, prefix: String = "outbox listening on http://127.0.0.1:") -> UInt16? {
         // Only complete lines count; "\r\n" is one Character in Swift, so split on scalars.
         for line in stderr.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
             let text = Substring(line.last == "\r" ? line.dropLast() : line)
