@@ -35,6 +35,8 @@ struct MalformedRequestTests {
                  bytes: "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", status: 400),
         BadInput(name: "bad chunk size",
                  bytes: "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", status: 400),
+        BadInput(name: "bare LF after chunk data",
+                 bytes: "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\n0\r\n\r\n", status: 400),
         BadInput(name: "obs-fold", bytes: "GET /a HTTP/1.1\r\nHost: h\r\nX-Folded: a\r\n b\r\n\r\n", status: 400),
         BadInput(name: "bare CR in a header value", bytes: "GET /a HTTP/1.1\r\nHost: h\r\nX-Bare: a\rb\r\n\r\n", status: 400),
         BadInput(name: "header section over maxHeaderBytes",

@@ -97,17 +97,16 @@ struct HTTPBodyDecoder: Sendable {
                 return .body((index - count)..<index)
 
             case .chunkDataEnd:
-                // RFC 9112 §7.1: chunk-data is followed by CRLF (a bare LF accepted as in
-                // §2.2); anything else means the size lied, a smuggling attempt.
+                // RFC 9112 §7.1: chunk-data is followed by exactly CRLF; anything else means
+                // the size lied, a smuggling attempt. A bare LF is refused too: the bare-LF
+                // leniency of §2.2 covers the head, not chunk framing, and a peer that skips
+                // two bytes here would start the next chunk one byte later than we do.
                 guard index < buffer.count else { return nil }
-                if buffer[index] == HTTPByte.lf {
-                    index += 1
-                } else {
-                    guard buffer[index] == HTTPByte.cr else { throw .invalidChunk }
-                    guard index + 1 < buffer.count else { return nil }
-                    guard buffer[index + 1] == HTTPByte.lf else { throw .invalidChunk }
-                    index += 2
-                }
+                if buffer[index] == HTTPByte.lf { throw .bareLF }
+                guard buffer[index] == HTTPByte.cr else { throw .invalidChunk }
+                guard index + 1 < buffer.count else { return nil }
+                guard buffer[index + 1] == HTTPByte.lf else { throw .invalidChunk }
+                index += 2
                 mode = .chunkSize
 
             case .trailers:
