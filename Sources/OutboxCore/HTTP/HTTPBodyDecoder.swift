@@ -73,9 +73,11 @@ struct HTTPBodyDecoder: Sendable {
 
             case .chunkSize:
                 // The chunk-size line, extensions included, is bounded like a head so that a
-                // peer cannot make us buffer an endless extension.
+                // peer cannot make us buffer an endless extension. It ends in CRLF only: a
+                // peer that reads a bare LF as part of an extension would see a different
+                // chunk (Go's net/http refuses it as well).
                 guard let (content, next) = try scanner.nextLine(
-                    in: buffer, from: index, limit: limits.maxHeaderBytes, tooLong: .invalidChunk)
+                    in: buffer, from: index, limit: limits.maxHeaderBytes, tooLong: .invalidChunk, requiresCRLF: true)
                 else { return nil }
                 let size = try Self.parseChunkSizeLine(UnsafeBufferPointer(rebasing: buffer[content]))
                 index = next
@@ -110,9 +112,12 @@ struct HTTPBodyDecoder: Sendable {
                 mode = .chunkSize
 
             case .trailers:
-                // RFC 9112 §7.1.2: trailer-section = *( field-line CRLF ), then CRLF.
+                // RFC 9112 §7.1.2: trailer-section = *( field-line CRLF ), then CRLF. CRLF only:
+                // a peer that does not end the section at a bare LF would take the next
+                // request for more trailers.
                 guard let (content, next) = try scanner.nextLine(
-                    in: buffer, from: index, limit: limits.maxHeaderBytes - trailerBytes, tooLong: .headerTooLarge)
+                    in: buffer, from: index, limit: limits.maxHeaderBytes - trailerBytes, tooLong: .headerTooLarge,
+                    requiresCRLF: true)
                 else { return nil }
                 trailerBytes += next - index
                 index = next

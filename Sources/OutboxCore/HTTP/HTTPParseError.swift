@@ -8,7 +8,8 @@ public enum HTTPParseError: Error, Sendable, Equatable {
     case obsFold
     /// A CR not followed by LF in the head or in a chunk line (RFC 9112 §2.2).
     case bareCR
-    /// Chunk data followed by a bare LF instead of CRLF (RFC 9112 §7.1).
+    /// A line of a chunked body ending in LF without CR: after chunk data, a chunk-size line
+    /// (the last one included), a trailer line (RFC 9112 §7.1).
     case bareLF
     /// The head (or a trailer section) is larger than `maxHeaderBytes`.
     case headerTooLarge
@@ -49,7 +50,7 @@ public enum HTTPParseError: Error, Sendable, Equatable {
         case .malformedHeader: return "A header field is malformed."
         case .obsFold: return "Header line folding (obs-fold) is not allowed."
         case .bareCR: return "A CR character is not followed by LF."
-        case .bareLF: return "Chunk data is followed by LF without CR; CRLF is required."
+        case .bareLF: return "A line of the chunked body ends in LF without CR; CRLF is required."
         case .headerTooLarge: return "The header section is too large."
         case .invalidHost: return "An HTTP/1.1 request needs exactly one valid Host header."
         case .conflictingFraming: return "The message has both Content-Length and Transfer-Encoding."
