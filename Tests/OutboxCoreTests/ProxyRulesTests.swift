@@ -165,9 +165,66 @@ struct ProxyRulesTests {
             (name: "Set-Cookie", value: "a=1"), (name: "Set-Cookie", value: "b=2"),
             (name: "Transfer-Encoding", value: "chunked"), (name: "Keep-Alive", value: "timeout=1"),
         ]))
-        let result = ProxyRules.clientResponseHead(upstream)
+        let result = ProxyRules.clientResponseHead(upstream, bodyFraming: .untilClose)
         #expect(result.headers.map { "\($0.name): \($0.value)" } == ["Set-Cookie: a=1", "Set-Cookie: b=2", "Via: 1.1 outbox"])
         #expect(result.version == .http1_1)
+    }
+
+    /// A request as the client sent it (`Host: h` first), parsed by the real parser.
+    private func parsedRequest(_ fields: String, body: String) throws -> (HTTPRequestHead, HTTPBodyFraming) {
+        var parser = HTTPRequestParser()
+        var index = 0
+        let bytes = Array(("POST /x HTTP/1.1\r\nHost: h\r\n" + fields + "\r\n" + body).utf8)
+        guard case .head(let head, let framing) = try parser.next(in: bytes, index: &index) else {
+            throw HTTPParseError.incompleteMessage
+        }
+        return (head, framing)
+    }
+
+    @Test("identical Content-Length values go upstream as one field, in the place of the first", arguments: [
+        ("Content-Length: 5\r\nX-A: 1\r\nContent-Length: 5\r\n", ["Content-Length: 5", "X-A: 1"]),
+        ("Content-Length: 5, 5\r\nX-A: 1\r\n", ["Content-Length: 5", "X-A: 1"]),
+        ("Content-Length: 5 , 5,5\r\nX-A: 1\r\nContent-Length: 5\r\n", ["Content-Length: 5", "X-A: 1"]),
+        ("X-A: 1\r\ncontent-length: 005\r\nContent-Length: 5\r\n", ["X-A: 1", "content-length: 005"]),
+        ("Content-Length: 5\r\nX-A: 1\r\n", ["Content-Length: 5", "X-A: 1"]),
+        // Content-Length frames this hop's body: naming it in Connection must not strip it.
+        ("Connection: content-length\r\nContent-Length: 5, 5\r\nX-A: 1\r\n", ["Content-Length: 5", "X-A: 1"]),
+    ])
+    func duplicateContentLengthForwardedOnce(_ fields: String, _ expected: [String]) throws {
+        let (head, framing) = try parsedRequest(fields, body: "hello")
+        #expect(framing == .contentLength(5))
+        let result = ProxyRules.upstreamRequestHead(head, origin: Origin(scheme: .http, host: "h", port: 80), target: "/x",
+                                                    clientAddress: "127.0.0.1", bodyFraming: framing)
+        let kept = result.headers.map { "\($0.name): \($0.value)" }.filter { $0.hasPrefix("X-A") || $0.lowercased().hasPrefix("content-length") }
+        #expect(kept == expected, "upstream head:\n\(result.headers)")
+    }
+
+    @Test("Content-Length: 0 , 0 goes upstream as Content-Length: 0")
+    func zeroListForwardedOnce() throws {
+        let (head, framing) = try parsedRequest("Content-Length: 0 , 0\r\n", body: "")
+        let result = ProxyRules.upstreamRequestHead(head, origin: Origin(scheme: .http, host: "h", port: 80), target: "/x",
+                                                    clientAddress: "127.0.0.1", bodyFraming: framing)
+        #expect(result.headers.values("Content-Length") == ["0"])
+    }
+
+    @Test("identical Content-Length values from the upstream reach the client as one field", arguments: [
+        // (status, fields, framing the parser gave, expected Content-Length values)
+        (200, [("Content-Length", "3"), ("Content-Length", "3")], HTTPBodyFraming.contentLength(3), ["3"]),
+        (200, [("Content-Length", "3, 3")], .contentLength(3), ["3"]),
+        // A response to HEAD, or a 304, is not framed by its length: the values are checked here.
+        (200, [("Content-Length", "100"), ("Content-Length", "100, 100")], .none, ["100"]),
+        (304, [("Content-Length", "7 , 7")], .none, ["7"]),
+        (200, [("Content-Length", "100")], .none, ["100"]),
+        (200, [("Content-Length", "100"), ("Content-Length", "101")], .none, []),
+        (200, [("Content-Length", "x")], .none, []),
+    ])
+    func responseContentLengthForwardedOnce(_ status: Int, _ fields: [(String, String)],
+                                           _ framing: HTTPBodyFraming, _ expected: [String]) {
+        let upstream = HTTPResponseHead(version: .http1_1, status: status,
+                                        headers: HTTPHeaders([(name: "X-A", value: "1")] + fields.map { (name: $0.0, value: $0.1) }))
+        let result = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
+        #expect(result.headers.values("Content-Length") == expected, "\(status): \(result.headers)")
+        #expect(result.headers.first("X-A") == "1")
     }
 
     @Test("error envelope is JSON with status, code, Retry-After for 503")

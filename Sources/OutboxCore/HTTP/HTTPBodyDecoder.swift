@@ -73,9 +73,11 @@ struct HTTPBodyDecoder: Sendable {
 
             case .chunkSize:
                 // The chunk-size line, extensions included, is bounded like a head so that a
-                // peer cannot make us buffer an endless extension.
+                // peer cannot make us buffer an endless extension. It ends in CRLF only: a
+                // peer that reads a bare LF as part of an extension would see a different
+                // chunk (Go's net/http refuses it as well).
                 guard let (content, next) = try scanner.nextLine(
-                    in: buffer, from: index, limit: limits.maxHeaderBytes, tooLong: .invalidChunk)
+                    in: buffer, from: index, limit: limits.maxHeaderBytes, tooLong: .invalidChunk, requiresCRLF: true)
                 else { return nil }
                 let size = try Self.parseChunkSizeLine(UnsafeBufferPointer(rebasing: buffer[content]))
                 index = next
@@ -97,23 +99,25 @@ struct HTTPBodyDecoder: Sendable {
                 return .body((index - count)..<index)
 
             case .chunkDataEnd:
-                // RFC 9112 §7.1: chunk-data is followed by CRLF (a bare LF accepted as in
-                // §2.2); anything else means the size lied, a smuggling attempt.
+                // RFC 9112 §7.1: chunk-data is followed by exactly CRLF; anything else means
+                // the size lied, a smuggling attempt. A bare LF is refused too: the bare-LF
+                // leniency of §2.2 covers the head, not chunk framing, and a peer that skips
+                // two bytes here would start the next chunk one byte later than we do.
                 guard index < buffer.count else { return nil }
-                if buffer[index] == HTTPByte.lf {
-                    index += 1
-                } else {
-                    guard buffer[index] == HTTPByte.cr else { throw .invalidChunk }
-                    guard index + 1 < buffer.count else { return nil }
-                    guard buffer[index + 1] == HTTPByte.lf else { throw .invalidChunk }
-                    index += 2
-                }
+                if buffer[index] == HTTPByte.lf { throw .bareLF }
+                guard buffer[index] == HTTPByte.cr else { throw .invalidChunk }
+                guard index + 1 < buffer.count else { return nil }
+                guard buffer[index + 1] == HTTPByte.lf else { throw .invalidChunk }
+                index += 2
                 mode = .chunkSize
 
             case .trailers:
-                // RFC 9112 §7.1.2: trailer-section = *( field-line CRLF ), then CRLF.
+                // RFC 9112 §7.1.2: trailer-section = *( field-line CRLF ), then CRLF. CRLF only:
+                // a peer that does not end the section at a bare LF would take the next
+                // request for more trailers.
                 guard let (content, next) = try scanner.nextLine(
-                    in: buffer, from: index, limit: limits.maxHeaderBytes - trailerBytes, tooLong: .headerTooLarge)
+                    in: buffer, from: index, limit: limits.maxHeaderBytes - trailerBytes, tooLong: .headerTooLarge,
+                    requiresCRLF: true)
                 else { return nil }
                 trailerBytes += next - index
                 index = next

@@ -8,10 +8,12 @@ struct HTTPLineScanner: Sendable {
 
     /// Looks for the line starting at `start`. Returns the line's content (without CRLF or LF)
     /// and the index just past its end, or nil when more bytes are needed. Throws `tooLong` once
-    /// it is certain the line, terminator included, is longer than `limit` bytes, and `.bareCR`
-    /// for a CR inside the line that is not the one right before its LF.
+    /// it is certain the line, terminator included, is longer than `limit` bytes, `.bareCR`
+    /// for a CR inside the line that is not the one right before its LF, and, with
+    /// `requiresCRLF`, `.bareLF` for a line ending in LF alone.
     mutating func nextLine(
-        in buffer: UnsafeBufferPointer<UInt8>, from start: Int, limit: Int, tooLong: HTTPParseError
+        in buffer: UnsafeBufferPointer<UInt8>, from start: Int, limit: Int, tooLong: HTTPParseError,
+        requiresCRLF: Bool = false
     ) throws(HTTPParseError) -> (content: Range<Int>, next: Int)? {
         let window = min(max(limit, 0), buffer.count - start)
         guard let lineFeed = HTTPByte.firstIndex(of: HTTPByte.lf, in: buffer, (start + min(scanned, window))..<(start + window)) else {
@@ -22,9 +24,14 @@ struct HTTPLineScanner: Sendable {
             return nil
         }
         scanned = 0
-        // RFC 9112 §2.2: a line ends in CRLF; a recipient MAY accept a bare LF as well.
+        // RFC 9112 §2.2: a line ends in CRLF; a recipient MAY accept a bare LF as well, in the
+        // start line and fields. The caller refuses it where a peer would split differently.
         var contentEnd = lineFeed
-        if contentEnd > start && buffer[contentEnd - 1] == HTTPByte.cr { contentEnd -= 1 }
+        if contentEnd > start && buffer[contentEnd - 1] == HTTPByte.cr {
+            contentEnd -= 1
+        } else if requiresCRLF {
+            throw .bareLF
+        }
         // RFC 9112 §2.2: a bare CR (not followed by LF) MUST be rejected or replaced by SP;
         // replacing would make us read the line differently from a peer, so we reject.
         if HTTPByte.firstIndex(of: HTTPByte.cr, in: buffer, start..<contentEnd) != nil { throw .bareCR }

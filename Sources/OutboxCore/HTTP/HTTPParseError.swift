@@ -8,6 +8,9 @@ public enum HTTPParseError: Error, Sendable, Equatable {
     case obsFold
     /// A CR not followed by LF in the head or in a chunk line (RFC 9112 §2.2).
     case bareCR
+    /// A line of a chunked body ending in LF without CR: after chunk data, a chunk-size line
+    /// (the last one included), a trailer line (RFC 9112 §7.1).
+    case bareLF
     /// The head (or a trailer section) is larger than `maxHeaderBytes`.
     case headerTooLarge
     /// An HTTP/1.1 request without exactly one syntactically valid Host (RFC 9112 §3.2).
@@ -18,7 +21,7 @@ public enum HTTPParseError: Error, Sendable, Equatable {
     case invalidContentLength
     /// A request transfer coding other than one final `chunked` (RFC 9112 §6.1).
     case unsupportedTransferEncoding
-    /// Bad chunk size or extension, missing CRLF after chunk data, bad trailer (RFC 9112 §7.1).
+    /// Bad chunk size or extension, no CRLF after chunk data, bad trailer (RFC 9112 §7.1).
     case invalidChunk
     /// A body longer than `maxBodyBytes`.
     case bodyTooLarge
@@ -34,7 +37,7 @@ public enum HTTPParseError: Error, Sendable, Equatable {
         case .unsupportedTransferEncoding: return 501
         case .bodyTooLarge: return 413
         case .unsupportedVersion: return 505
-        case .malformedStartLine, .malformedHeader, .obsFold, .bareCR, .invalidHost,
+        case .malformedStartLine, .malformedHeader, .obsFold, .bareCR, .bareLF, .invalidHost,
              .conflictingFraming, .invalidContentLength, .invalidChunk, .incompleteMessage:
             return 400
         }
@@ -47,6 +50,7 @@ public enum HTTPParseError: Error, Sendable, Equatable {
         case .malformedHeader: return "A header field is malformed."
         case .obsFold: return "Header line folding (obs-fold) is not allowed."
         case .bareCR: return "A CR character is not followed by LF."
+        case .bareLF: return "A line of the chunked body ends in LF without CR; CRLF is required."
         case .headerTooLarge: return "The header section is too large."
         case .invalidHost: return "An HTTP/1.1 request needs exactly one valid Host header."
         case .conflictingFraming: return "The message has both Content-Length and Transfer-Encoding."

@@ -8,6 +8,10 @@ enum ForwardedHeaderKind {
     case forwardedFor
     case forwardedProto
     case forwardedHost
+    /// Forwarded as one field, however many identical values came. Never hop-by-hop, even
+    /// when `Connection` names it: it frames the body this hop carries, and dropping it would
+    /// leave the next hop reading that body as the next message.
+    case contentLength
     /// `Outbox-*` control headers: read by the proxy, never forwarded (SPEC §4).
     case control
 
@@ -34,6 +38,7 @@ enum ForwardedHeaderKind {
     private static let outboxPriorityName = bytes("outbox-priority")
     private static let outboxDependsOnName = bytes("outbox-depends-on")
     private static let outboxAttemptName = bytes("outbox-attempt")
+    private static let contentLengthName = bytes("content-length")
 
     /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
     /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
@@ -49,7 +54,7 @@ enum ForwardedHeaderKind {
         case 7: kind = matches(trailerName) || matches(upgradeName) ? .hopByHop : .keep
         case 10: kind = matches(connectionName) || matches(keepAliveName) ? .hopByHop : matches(outboxTagName) ? .control : .keep
         case 11: kind = matches(outboxModeName) ? .control : .keep
-        case 14: kind = matches(outboxAttemptName) ? .control : .keep
+        case 14: kind = matches(contentLengthName) ? .contentLength : matches(outboxAttemptName) ? .control : .keep
         case 15: kind = matches(xForwardedForName) ? .forwardedFor : matches(outboxPriorityName) ? .control : .keep
         case 16: kind = matches(proxyConnectionName) ? .hopByHop : matches(xForwardedHostName) ? .forwardedHost : .keep
         case 17:

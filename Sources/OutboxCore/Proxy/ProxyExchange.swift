@@ -226,7 +226,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         phase = .responding
         responseStatus = upstream.status
-        var response = ProxyRules.clientResponseHead(upstream)
+        var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
         responseHasBody = framing != .none && head.method != "HEAD"
         switch framing {
         case .chunked, .untilClose:

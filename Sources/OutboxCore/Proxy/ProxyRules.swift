@@ -118,8 +118,8 @@ enum ProxyRules {
 
     /// The request head sent upstream: origin-form target, `Host` first, hop-by-hop and
     /// `Expect` removed (the proxy answers `100 Continue` itself), `Via` and `X-Forwarded-*`
-    /// added, body framing re-declared for the upstream hop. Works on the stored bytes: no
-    /// String per field.
+    /// added, body framing re-declared for the upstream hop (at most one `Content-Length`).
+    /// Works on the stored bytes: no String per field.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
                                     clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
         var headers = HTTPHeaders()
@@ -128,6 +128,7 @@ enum ProxyRules {
         let connectionTokens = head.headers.tokens("Connection")
         var forwardedFor: [UInt8] = []
         var originalHost: String?
+        var contentLengthWritten = false
         let source = head.headers
         source.storage.withUnsafeBufferPointer { bytes in
             for field in source.fields {
@@ -136,6 +137,9 @@ enum ProxyRules {
                 switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
                 case .keep:
                     headers.appendValidated(name: name, value: value)
+                case .contentLength:
+                    appendContentLength(name: name, value: value, framing: bodyFraming, of: source,
+                                        written: &contentLengthWritten, into: &headers)
                 case .host:
                     if originalHost == nil { originalHost = String(decoding: value, as: UTF8.self) }
                 case .forwardedFor:
@@ -159,21 +163,59 @@ enum ProxyRules {
         return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
     }
 
-    /// The response head sent to the client: hop-by-hop removed, `Via` added; the caller adds
-    /// framing and `Connection` for the client hop.
-    static func clientResponseHead(_ head: HTTPResponseHead) -> HTTPResponseHead {
+    /// The response head sent to the client: hop-by-hop removed, at most one `Content-Length`,
+    /// `Via` added; the caller adds framing and `Connection` for the client hop. `bodyFraming`
+    /// is how the response parser framed the body.
+    static func clientResponseHead(_ head: HTTPResponseHead, bodyFraming: HTTPBodyFraming) -> HTTPResponseHead {
         var headers = HTTPHeaders()
         headers.reserveCapacity(bytes: head.headers.byteCount + 64)
         let connectionTokens = head.headers.tokens("Connection")
+        var contentLengthWritten = false
         let source = head.headers
         source.storage.withUnsafeBufferPointer { bytes in
             for field in source.fields {
                 let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
-                if ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) == .hopByHop { continue }
-                headers.appendValidated(name: name, value: UnsafeBufferPointer(rebasing: bytes[field.valueRange]))
+                let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
+                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                case .hopByHop:
+                    continue
+                case .contentLength:
+                    appendContentLength(name: name, value: value, framing: bodyFraming, of: source,
+                                        written: &contentLengthWritten, into: &headers)
+                default:
+                    headers.appendValidated(name: name, value: value)
+                }
             }
         }
         headers.add("Via", via)
         return HTTPResponseHead(version: .http1_1, status: head.status, reason: head.reason, headers: headers)
+    }
+
+    /// Forwards a message's `Content-Length` fields as one, in the place of the first: several
+    /// identical values (two fields, or `5, 5`) would leave the next hop to pick its own
+    /// reading, and RFC 9112 §6.3 lets a recipient replace them with one value. Called for
+    /// every `Content-Length` field; `written` says the one field is out and the rest go.
+    /// A value of plain digits is copied as it came (the common single field: no extra work).
+    private static func appendContentLength(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+                                            framing: HTTPBodyFraming, of source: HTTPHeaders,
+                                            written: inout Bool, into headers: inout HTTPHeaders) {
+        guard !written else { return }
+        written = true
+        let length: Int
+        if case .contentLength(let framed) = framing {
+            // The parser checked that every value is this one.
+            length = framed
+        } else {
+            // A body the length does not frame (a HEAD or 304 response): its values were never
+            // checked, so check them now; differing or malformed ones are not passed on.
+            let fields = HTTPFramingRules.scan(source)
+            guard fields.contentLengthIsValid, let scanned = fields.contentLength else { return }
+            length = scanned
+        }
+        if !value.isEmpty && value.allSatisfy(HTTPByte.isDigit) {
+            headers.appendValidated(name: name, value: value)
+        } else {
+            Array(String(length).utf8).withUnsafeBufferPointer { headers.appendValidated(name: name, value: $0) }
+        }
     }
 }
