@@ -4,7 +4,7 @@ import Testing
 
 /// `admin.listen`: the admin API on a listener of its own, and the main listener forwarding
 /// `admin.pathPrefix` to the upstream like any other path, through real sockets.
-@Suite("Admin listener")
+@Suite("Admin listener", .harnessThreads)
 struct AdminListenerTests {
     static let adminOnItsOwnPort = #"{"admin": {"listen": "127.0.0.1:0"}}"#
 

@@ -4,7 +4,7 @@ import Testing
 /// `Content-Length` values (two fields, or a list such as `5, 5`) leave as one field, whether
 /// forwarded, stored and replayed, or relayed back from the upstream; a chunk whose data ends
 /// in a bare LF is refused, from the client (400) and from the upstream alike.
-@Suite("Framing forwarded in one form")
+@Suite("Framing forwarded in one form", .harnessThreads)
 struct FramingTests {
     struct RepeatedLength: Sendable, CustomTestStringConvertible {
         let name: String
