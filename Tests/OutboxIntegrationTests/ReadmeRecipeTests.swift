@@ -8,7 +8,7 @@ import Testing
 /// settings the recipe reads from the environment (`OUTBOX_LISTEN`, `OUTBOX_UPSTREAM`,
 /// `DRAIN_TIMEOUT_SECONDS`) pointing at a TestUpstream and a free port. Each run is bounded,
 /// and no process the recipe started may outlive it.
-@Suite("README CI recipe")
+@Suite("README CI recipe", .harnessThreads)
 struct ReadmeRecipeTests {
     static let bash = ChildProcess.which("bash")
     static let toolsPresent = bash != nil && ChildProcess.which("curl") != nil && ChildProcess.which("python3") != nil
