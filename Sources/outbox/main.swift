@@ -1,5 +1,7 @@
 import Foundation
-import OutboxCore
+import OutboxConfig
+import OutboxService
+import OutboxTelemetry
 
 // Wiring only: parse the command line, load the config, start the server, wait for a signal.
 
@@ -29,7 +31,7 @@ case .checkConfig(let options):
     }
 case .serve(let options):
     // Before any thread exists (URLSession and the loops start threads), so all inherit the mask.
-    TerminationSignals.block()
+    OutboxService.blockTerminationSignals()
     let config: OutboxConfig
     do {
         config = try ConfigLoader.load(options, environment: environment)
@@ -37,7 +39,7 @@ case .serve(let options):
         fail(error.message, code: 2)
     }
     let logger = Logger(level: config.logLevel)
-    if let problem = DataDirectory.prepare(config.dataDirectory) { fail(problem, code: 1) }
+    if let problem = OutboxService.prepareDataDirectory(config.dataDirectory) { fail(problem, code: 1) }
     let service: OutboxService
     do {
         service = try OutboxService(config: config, logger: logger)
@@ -55,7 +57,7 @@ case .serve(let options):
     if let admin = addresses.admin { Logger.standardError("outbox admin listening on http://\(admin)") }
     Logger.standardError("outbox listening on http://\(addresses.main)")
     logger.info("started", ["version": Outbox.version, "upstream": config.upstream?.description ?? "-"])
-    let received = TerminationSignals.wait()
+    let received = OutboxService.waitForTerminationSignal()
     logger.info("stopping", ["signal": received == SIGTERM ? "TERM" : "INT"])
     let clean = service.stop(timeout: config.limits.shutdownTimeoutSeconds)
     logger.info("stopped", ["clean": String(clean)])

@@ -1,5 +1,7 @@
+@testable import OutboxAdmin
+@testable import OutboxConfig
+@testable import OutboxHTTP
 import Testing
-@testable import OutboxCore
 
 /// The admin API's `Host` check names the address of the listener that serves the API: the
 /// main `listen` address, or `admin.listen` once that is set. Non-loopback addresses are used
@@ -7,11 +9,10 @@ import Testing
 @Suite("Admin gate: the Host of the listener serving the API")
 struct AdminGateHostTests {
     static func refusalStatus(host: String, config: OutboxConfig) -> Int? {
-        let context = ProxyContext(config: config, logger: Logger(level: .error, sink: { _ in }))
         var headers = HTTPHeaders()
         headers.add("Host", host)
         let head = HTTPRequestHead(method: "GET", target: "/admin/status", headers: headers)
-        return context.adminGate.refusal(for: head, peerIsLoopback: true)?.status
+        return AdminGate(config: config).refusal(for: head, peerIsLoopback: true)?.status
     }
 
     @Test func withoutAdminListenTheMainListenAddressIsAccepted() {

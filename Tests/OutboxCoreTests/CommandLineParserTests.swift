@@ -1,4 +1,4 @@
-import OutboxCore
+import OutboxConfig
 import Testing
 
 @Suite("CommandLineParser")

@@ -1,5 +1,5 @@
 import Foundation
-import OutboxCore
+import OutboxConfig
 import Testing
 
 /// A directory of config files, removed when the test ends.

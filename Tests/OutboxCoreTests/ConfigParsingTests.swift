@@ -1,5 +1,5 @@
 import Foundation
-import OutboxCore
+import OutboxConfig
 import Testing
 
 /// Parses `json` and returns the error message, or nil when the document was accepted.

@@ -1,6 +1,8 @@
 import Foundation
+@testable import OutboxHTTP
+@testable import OutboxModel
+@testable import OutboxQueue
 import Testing
-@testable import OutboxCore
 
 @Suite("Control headers: Outbox-Priority, -Tag, -Depends-On, -Mode")
 struct ControlHeadersTests {

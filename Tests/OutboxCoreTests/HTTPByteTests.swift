@@ -1,5 +1,5 @@
+@testable import OutboxHTTP
 import Testing
-@testable import OutboxCore
 
 @Suite("HTTP byte classes and line scanning")
 struct HTTPByteTests {

@@ -1,5 +1,5 @@
+@testable import OutboxHTTP
 import Testing
-@testable import OutboxCore
 
 @Suite("HTTPHeaders")
 struct HTTPHeadersTests {

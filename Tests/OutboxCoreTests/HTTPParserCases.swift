@@ -1,4 +1,4 @@
-@testable import OutboxCore
+@testable import OutboxHTTP
 
 /// One row of the parser table: bytes in, the collapsed outcome expected out.
 struct ParserCase: Sendable, CustomTestStringConvertible {

@@ -1,5 +1,5 @@
+@testable import OutboxHTTP
 import Testing
-@testable import OutboxCore
 
 /// One message as a test sees it: the head, the concatenated body, the trailers, and whether
 /// `.end` arrived. Events are collapsed so that any split of the input must give equal values.

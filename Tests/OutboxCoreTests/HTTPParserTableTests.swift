@@ -1,5 +1,5 @@
+@testable import OutboxHTTP
 import Testing
-@testable import OutboxCore
 
 /// The message table: every row is parsed whole, split in two at every byte boundary, and one
 /// byte at a time; all feedings must give the row's expected outcome.

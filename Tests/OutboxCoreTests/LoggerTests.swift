@@ -2,7 +2,7 @@ import CSystem
 import Dispatch
 import Foundation
 import Glibc
-import OutboxCore
+import OutboxTelemetry
 import Synchronization
 import Testing
 

@@ -1,5 +1,8 @@
+@testable import OutboxConfig
+@testable import OutboxHTTP
+@testable import OutboxModel
+@testable import OutboxProxy
 import Testing
-@testable import OutboxCore
 
 @Suite("Proxy rules: routing, hop-by-hop and forwarding headers")
 struct ProxyRulesTests {

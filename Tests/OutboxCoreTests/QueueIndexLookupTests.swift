@@ -1,6 +1,7 @@
 import Foundation
+@testable import OutboxModel
+@testable import OutboxQueue
 import Testing
-@testable import OutboxCore
 
 @Suite("Queue index: lookups, counts, listing and sweeps")
 struct QueueIndexLookupTests {

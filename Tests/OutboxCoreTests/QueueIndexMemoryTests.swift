@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
+@testable import OutboxModel
+@testable import OutboxQueue
 import Testing
-@testable import OutboxCore
 
 /// The index's memory per operation. The suite measures 16 384 entries (2^14): the table's
 /// arrays double as they grow, so at a power of two they are exactly full and the bytes per

@@ -1,6 +1,7 @@
 import Foundation
+@testable import OutboxModel
+@testable import OutboxQueue
 import Testing
-@testable import OutboxCore
 
 @Suite("Queue index: lane ordering, backoff and queue-behind")
 struct QueueIndexOrderingTests {

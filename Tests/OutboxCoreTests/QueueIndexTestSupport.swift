@@ -1,6 +1,7 @@
 import Foundation
+@testable import OutboxModel
+@testable import OutboxQueue
 import Testing
-@testable import OutboxCore
 
 /// Builders shared by the queue index tests.
 enum QueueIndexFixture {

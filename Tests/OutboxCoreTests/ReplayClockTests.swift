@@ -1,6 +1,9 @@
 import Foundation
+@testable import OutboxConfig
+@testable import OutboxModel
+@testable import OutboxQueue
+@testable import OutboxReplay
 import Testing
-@testable import OutboxCore
 
 @Suite("Replay clocks: manual and system")
 struct ReplayClockTests {

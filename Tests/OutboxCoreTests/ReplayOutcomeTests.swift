@@ -1,5 +1,9 @@
+@testable import OutboxConfig
+@testable import OutboxHTTP
+@testable import OutboxModel
+@testable import OutboxQueue
+@testable import OutboxReplay
 import Testing
-@testable import OutboxCore
 
 @Suite("Replay outcomes and operation state transitions")
 struct ReplayOutcomeTests {

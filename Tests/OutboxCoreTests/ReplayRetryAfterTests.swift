@@ -1,5 +1,5 @@
+@testable import OutboxReplay
 import Testing
-@testable import OutboxCore
 
 @Suite("Retry-After: delay-seconds and HTTP-date forms")
 struct ReplayRetryAfterTests {

@@ -1,7 +1,12 @@
 import Foundation
+@testable import OutboxConfig
+@testable import OutboxHTTP
+@testable import OutboxModel
+@testable import OutboxQueue
+@testable import OutboxReplay
+@testable import OutboxTelemetry
 import Synchronization
 import Testing
-@testable import OutboxCore
 
 /// The replayer driven by a scripted transport and a manual clock: backoff is stepped
 /// through, never slept through.

@@ -1,5 +1,6 @@
+@testable import OutboxConfig
+@testable import OutboxReplay
 import Testing
-@testable import OutboxCore
 
 @Suite("Retry policy: presets, backoff and jitter")
 struct RetryPolicyTests {

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
-import OutboxCore
+import OutboxModel
+import OutboxStorage
+import OutboxTelemetry
 import Testing
 
 /// The storage micro benchmark, run by `Benchmarks/storage-bench.sh` (release build): it only

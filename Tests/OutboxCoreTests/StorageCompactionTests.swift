@@ -1,5 +1,6 @@
 import Foundation
-@testable import OutboxCore
+@testable import OutboxModel
+@testable import OutboxStorage
 import Testing
 
 @Suite struct StorageCompactionTests {

@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import OutboxCore
+@testable import OutboxModel
+@testable import OutboxStorage
 import Synchronization
 import Testing
 

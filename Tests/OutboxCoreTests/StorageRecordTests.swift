@@ -1,6 +1,7 @@
 import CSystem
 import Foundation
-@testable import OutboxCore
+@testable import OutboxModel
+@testable import OutboxStorage
 import Testing
 
 @Suite struct StorageRecordTests {

@@ -1,5 +1,6 @@
 import Foundation
-@testable import OutboxCore
+@testable import OutboxModel
+@testable import OutboxStorage
 import Testing
 
 /// etcd-style damage tests: write → corrupt → reopen → every record before the damage is there,

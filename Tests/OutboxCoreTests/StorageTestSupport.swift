@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
-@testable import OutboxCore
+@testable import OutboxModel
+@testable import OutboxStorage
+@testable import OutboxTelemetry
 import Synchronization
 
 /// A fresh directory for one storage test, removed with its content on deinit.

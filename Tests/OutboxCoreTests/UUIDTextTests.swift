@@ -1,6 +1,6 @@
 import Foundation
+@testable import OutboxModel
 import Testing
-@testable import OutboxCore
 
 @Suite("UUID text")
 struct UUIDTextTests {

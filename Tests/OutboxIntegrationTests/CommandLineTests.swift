@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import OutboxCore
+import OutboxService
 import Testing
 
 /// SPEC §1 command line: help, version, check-config, the listening line, and one clear line

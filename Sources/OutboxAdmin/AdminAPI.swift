@@ -1,0 +1,245 @@
+import Foundation
+import OutboxHTTP
+import OutboxModel
+import OutboxQueue
+import OutboxTelemetry
+
+/// The admin API (SPEC §5) as one route table and one error envelope. Issue 3 needs status,
+/// operations, one operation and drain; the rest of the table lands with the admin issue.
+package struct AdminAPI: Sendable {
+    let queue: AdminQueueSource
+    let redactHeaders: Set<String>
+    let version: String
+    let startedAt: Int64
+    let metrics: Metrics
+    /// `admin.pathPrefix`, for the links of the dashboard page.
+    let prefix: String
+
+    package typealias Response = AdminResponse
+
+    package init(queue: AdminQueueSource, redactHeaders: Set<String>, version: String, startedAt: Int64, metrics: Metrics,
+                 prefix: String) {
+        self.queue = queue
+        self.redactHeaders = redactHeaders
+        self.version = version
+        self.startedAt = startedAt
+        self.metrics = metrics
+        self.prefix = prefix
+    }
+
+    /// The route table: path → endpoint; each endpoint checks its own methods.
+    private enum Endpoint {
+        case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
+
+        init?(_ parts: [Substring]) {
+            switch (parts.count, parts.first) {
+            case (0, _): self = .dashboard
+            case (1, "status"): self = .status
+            case (1, "operations"): self = .operations
+            case (2, "operations"): self = .operation(String(parts[1]))
+            case (3, "operations") where parts[2] == "retry": self = .retry(String(parts[1]))
+            case (1, "prune"): self = .prune
+            case (1, "flush"): self = .flush
+            case (1, "connectivity"): self = .connectivity
+            case (1, "drain"): self = .drain
+            case (1, "metrics"): self = .metrics
+            default: return nil
+            }
+        }
+
+        /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
+        var methods: [String] {
+            switch self {
+            case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
+            case .operations, .operation: ["GET", "HEAD", "DELETE"]
+            case .retry, .prune, .flush: ["POST"]
+            case .connectivity: ["GET", "HEAD", "PUT"]
+            }
+        }
+    }
+
+    package func handle(_ request: AdminRequest) async -> Response {
+        guard let endpoint = Endpoint(request.path.split(separator: "/", omittingEmptySubsequences: true)) else {
+            return error(404, "not_found", "no admin endpoint \(request.method) \(request.path)")
+        }
+        guard endpoint.methods.contains(request.method) else {
+            return methodNotAllowed(endpoint.methods.joined(separator: ", "))
+        }
+        let reading = request.method == "GET" || request.method == "HEAD"
+        switch endpoint {
+        case .dashboard:
+            // For browsers: one self-contained page; no other site may frame its buttons.
+            return Response(status: 200, body: .null,
+                            extraHeaders: [("Content-Security-Policy", "frame-ancestors 'none'")],
+                            raw: ("text/html; charset=utf-8", DashboardPage.html(prefix: prefix)))
+        case .status:
+            return Response(status: 200, body: status())
+        case .operations where reading:
+            return listOperations(request.query)
+        case .operations:
+            var status: OperationStatus?
+            if let text = request.query["status"], !text.isEmpty {
+                guard let parsed = OperationStatus(rawValue: text) else {
+                    return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
+                }
+                status = parsed
+            }
+            let removed = await queue.deleteAll(status: status)
+            return Response(status: 200, body: .object([("removed", .int(removed))]))
+        case .operation(let id):
+            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            if !reading {
+                guard await queue.delete(uuid) else { return error(404, "not_found", "no operation \(id)") }
+                return Response(status: 204, body: .null)
+            }
+            guard let (snapshot, stored) = queue.detail(uuid) else {
+                return error(404, "not_found", "no operation \(id)")
+            }
+            return Response(status: 200, body: detail(snapshot, stored))
+        case .retry(let id):
+            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            switch await queue.retry(uuid) {
+            case .success(let snapshot):
+                return Response(status: 200, body: summary(snapshot))
+            case .failure(.notFound):
+                return error(404, "not_found", "no operation \(id)")
+            case .failure(.notRetryable(let status)):
+                return error(409, "conflict", "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried")
+            }
+        case .prune:
+            guard let text = request.query["olderThanSeconds"], let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+                return error(400, "bad_request", "olderThanSeconds: expected a number of seconds ≥ 0")
+            }
+            let removed = await queue.prune(createdBefore: WallClock.millis() - Int64(seconds * 1000))
+            return Response(status: 200, body: .object([("removed", .int(removed))]))
+        case .flush:
+            queue.flush()
+            return Response(status: 202, body: .object([("flushed", .bool(true))]))
+        case .metrics:
+            let text = metrics.render(counts: queue.counts, origins: queue.origins,
+                                      oldestPendingAgeSeconds: queue.oldestPendingAgeSeconds, storageBytes: queue.storageBytes)
+            return Response(status: 200, body: .null, raw: ("text/plain; version=0.0.4; charset=utf-8", text))
+        case .connectivity where reading:
+            return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
+        case .connectivity:
+            guard let document = try? JSONReader.parse(request.body), case .object(let members) = document,
+                  case .string(let mode)? = members.first(where: { $0.key == "mode" })?.value else {
+                return error(400, "bad_request", "body: expected {\"mode\":\"offline\"} or {\"mode\":\"auto\"}")
+            }
+            guard mode == "offline" || mode == "auto" else {
+                return error(400, "bad_request", "mode: expected offline or auto, got \"\(mode)\"")
+            }
+            queue.setForcedOffline(mode == "offline")
+            return Response(status: 200, body: .object([("mode", .string(mode))]))
+        case .drain:
+            let timeout = Double(request.query["timeoutSeconds"] ?? "30")
+            guard let timeout, timeout >= 0, timeout <= 3600 else {
+                return error(400, "bad_request", "timeoutSeconds: expected a number of seconds from 0 to 3600")
+            }
+            let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
+            return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
+        }
+    }
+
+    private func status() -> JSON {
+        let now = WallClock.millis()
+        return .object([
+            ("connectivity", .string(queue.connectivityMode)),
+            ("origins", .array(queue.origins.map { origin in
+                .object([
+                    ("origin", .string(origin.origin.description)), ("online", .bool(origin.online)),
+                    ("pending", .int(queue.unfinishedCount(origin: origin.origin))),
+                    ("lastError", .string(origin.lastError)),
+                    ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+                ])
+            })),
+            ("counts", .object(countMembers())),
+            ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
+            ("version", .string(version)),
+        ])
+    }
+
+    private func countMembers() -> [(String, JSON)] {
+        let counts = queue.counts
+        return OperationStatus.allCases.map { ($0.rawValue, .int(counts[$0] ?? 0)) }
+    }
+
+    private func listOperations(_ query: [String: String]) -> Response {
+        var status: OperationStatus?
+        if let text = query["status"], !text.isEmpty {
+            guard let parsed = OperationStatus(rawValue: text) else {
+                return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
+            }
+            status = parsed
+        }
+        let limit = Int(query["limit"] ?? "100") ?? -1
+        guard (1...1000).contains(limit) else { return error(400, "bad_request", "limit: expected an integer from 1 to 1000") }
+        var after: UUID?
+        if let text = query["after"], !text.isEmpty {
+            guard let cursor = UUID(uuidString: text) else { return error(400, "bad_request", "after: expected an operation id") }
+            after = cursor
+        }
+        let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], after: after, limit: limit)
+        return Response(status: 200, body: .object([
+            ("operations", .array(page.items.map { summary($0) })),
+            ("next", page.next.map { .string($0.lowercasedText) } ?? .null),
+        ]))
+    }
+
+    private func summary(_ op: OperationSnapshot) -> JSON {
+        .object(commonMembers(op))
+    }
+
+    private func commonMembers(_ op: OperationSnapshot) -> [(String, JSON)] {
+        [
+            ("id", .string(op.id.lowercasedText)), ("method", .string(op.method)),
+            ("url", .string(op.origin.description + op.target)), ("origin", .string(op.origin.description)),
+            ("idempotencyKey", .string(op.idempotencyKey)), ("status", .string(op.state.status.rawValue)),
+            ("priority", .string(op.priority.name)), ("tag", .string(op.tag)),
+            ("dependsOn", op.dependsOn.map { .string($0.lowercasedText) } ?? .null),
+            ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
+            ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("retryCount", .int(op.state.retryCount)), ("maxRetries", .int(queue.maxRetries)),
+            ("nextAttemptAt", op.state.nextAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("lastError", .string(op.state.lastError)),
+        ]
+    }
+
+    private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {
+        var members = commonMembers(op)
+        members.insert(("headers", headers(stored.headers)), at: 5)
+        members.insert(body(stored.body), at: 6)
+        members.append(("response", op.state.response.map { responseDocument($0) } ?? .null))
+        members.append(("conflict", op.state.conflict.map { responseDocument($0) } ?? .null))
+        return .object(members)
+    }
+
+    /// `[name, value]` pairs in order; listed names shown as "[redacted]" (SPEC §5). The stored
+    /// request keeps the real values for replay.
+    private func headers(_ headers: HTTPHeaders) -> JSON {
+        .array(headers.map { field in
+            .array([.string(field.name), .string(redactHeaders.contains(field.name.lowercased()) ? "[redacted]" : field.value)])
+        })
+    }
+
+    private func body(_ bytes: [UInt8]) -> (String, JSON) {
+        if let text = String(validating: bytes, as: UTF8.self) { return ("body", .string(text)) }
+        return ("bodyBase64", .string(Data(bytes).base64EncodedString()))
+    }
+
+    private func responseDocument(_ response: StoredResponse) -> JSON {
+        let (key, value) = body(response.body)
+        return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
+    }
+
+    private func methodNotAllowed(_ allow: String) -> Response {
+        var response = error(405, "method_not_allowed", "use \(allow)")
+        response.extraHeaders = [("Allow", allow)]
+        return response
+    }
+
+    func error(_ status: Int, _ code: String, _ message: String) -> Response {
+        AdminResponse.error(status, code, message)
+    }
+}

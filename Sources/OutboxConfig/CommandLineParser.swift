@@ -1,0 +1,93 @@
+import OutboxModel
+
+/// Turns `outbox`'s arguments into an `OutboxCommand` (SPEC §1). Pure: it reads no files and
+/// no environment; `ConfigLoader` does that with the options it returns.
+public enum CommandLineParser {
+    /// The option a value-taking flag sets; nil for anything else.
+    private static func optionKeyPath(_ flag: String) -> WritableKeyPath<CommandLineOptions, String?>? {
+        switch flag {
+        case "--config": \.configPath
+        case "--listen": \.listen
+        case "--upstream": \.upstream
+        case "--data-dir": \.dataDirectory
+        case "--log-level": \.logLevel
+        default: nil
+        }
+    }
+
+    /// `args` excludes argv[0]. Accepts `--flag value` and `--flag=value`; `serve` is optional;
+    /// `-h`/`--help`, `--version`. Unknown flag/command, missing value → UsageError.
+    ///
+    /// The command word may stand anywhere, once. `--help` anywhere wins over everything else,
+    /// then `--version`, so `outbox --bogus --help` still shows help. A value that starts with
+    /// "-" must use the `--flag=value` form: `--listen --upstream x` is a missing value, not a
+    /// listen address of "--upstream". A flag given twice keeps its last value, so wrappers can
+    /// append overrides.
+    public static func parse(_ args: [String]) throws(UsageError) -> OutboxCommand {
+        var options = CommandLineOptions()
+        var command: String?
+        var wantsHelp = false
+        var wantsVersion = false
+        var firstError: UsageError?
+        var index = 0
+        func record(_ message: String) {
+            if firstError == nil { firstError = UsageError(message) }
+        }
+        while index < args.count {
+            let argument = args[index]
+            index += 1
+            guard argument.hasPrefix("-") else {
+                if command != nil {
+                    record("unexpected argument \(quoted(argument))")
+                } else if argument == "serve" || argument == "check-config" {
+                    command = argument
+                } else {
+                    record("unknown command \(quoted(argument)); commands are serve and check-config")
+                }
+                continue
+            }
+            let name: String
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                name = String(argument[..<equals])
+                inlineValue = String(argument[argument.index(after: equals)...])
+            } else {
+                name = argument
+            }
+            switch name {
+            case "-h", "--help", "--version":
+                if inlineValue != nil {
+                    record("\(name) takes no value")
+                } else if name == "--version" {
+                    wantsVersion = true
+                } else {
+                    wantsHelp = true
+                }
+            default:
+                guard let keyPath = optionKeyPath(name) else {
+                    record("unknown flag \(name)")
+                    continue
+                }
+                var value = inlineValue
+                if value == nil, index < args.count, !args[index].hasPrefix("-") {
+                    value = args[index]
+                    index += 1
+                }
+                guard let value, !value.isEmpty else {
+                    record("\(name): missing value")
+                    continue
+                }
+                options[keyPath: keyPath] = value
+            }
+        }
+        if wantsHelp { return .help }
+        if wantsVersion { return .version }
+        if let firstError { throw firstError }
+        return command == "check-config" ? .checkConfig(options) : .serve(options)
+    }
+
+    /// Arguments are quoted in messages so that empty or space-laden ones stay visible.
+    private static func quoted(_ text: String) -> String {
+        JSONValue.quoted(text)
+    }
+}

@@ -1,0 +1,97 @@
+import Glibc
+import OutboxModel
+import OutboxTelemetry
+
+/// Builds the effective configuration from the three sources SPEC §1 names, in rising
+/// precedence: the config file, the command-line flags, `OUTBOX_ADMIN_TOKEN`.
+public enum ConfigLoader {
+    /// Config files are small; a bound keeps `--config /dev/zero` from eating memory.
+    static let maxFileBytes = 1 << 20
+
+    /// Reads the file named by options.configPath, else by environment["OUTBOX_CONFIG"], else
+    /// defaults; then applies flags (--listen, --upstream, --data-dir, --log-level; each validated
+    /// with an error naming the flag: `--listen: expected HOST:PORT, got "x"`), then
+    /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token; last, `admin.listen` must not be the
+    /// `listen` address (port 0 excepted: each picks its own port). A missing/unreadable file or invalid
+    /// JSON is a ConfigError naming the file (and line/column if you can get it cheaply).
+    ///
+    /// Errors from the file read `FILE: …` (`cfg.json: queue.maxBodyBytes: expected integer`,
+    /// `cfg.json: invalid JSON at line 3, column 7: …`). Empty `OUTBOX_CONFIG` and
+    /// `OUTBOX_ADMIN_TOKEN` count as unset. A relative `dataDirectory` is relative to the
+    /// working directory, not to the config file.
+    public static func load(_ options: CommandLineOptions, environment: [String: String]) throws(ConfigError) -> OutboxConfig {
+        var config = OutboxConfig()
+        if let path = options.configPath ?? environment["OUTBOX_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            let bytes = try readFile(path)
+            do {
+                config = try OutboxConfig.parse(json: bytes)
+            } catch {
+                throw ConfigError("\(path): \(error.message)")
+            }
+        }
+        if let listen = options.listen {
+            guard let address = SocketAddressSpec.parse(listen) else {
+                throw ConfigError("--listen: expected HOST:PORT, got \(JSONValue.quoted(listen))")
+            }
+            config.listen = address
+        }
+        if let upstream = options.upstream {
+            guard let url = UpstreamURL.parse(upstream) else {
+                throw ConfigError("--upstream: expected http:// or https:// URL without query or fragment, got \(JSONValue.quoted(upstream))")
+            }
+            config.upstream = url
+        }
+        if let directory = options.dataDirectory {
+            guard OutboxConfig.isValidDataDirectory(directory) else {
+                throw ConfigError("--data-dir: expected non-empty path, got \(JSONValue.quoted(directory))")
+            }
+            config.dataDirectory = directory
+        }
+        if let level = options.logLevel {
+            guard let parsed = LogLevel(rawValue: level) else {
+                let choices = LogLevel.allCases.map(\.rawValue).joined(separator: ", ")
+                throw ConfigError("--log-level: expected one of \(choices), got \(JSONValue.quoted(level))")
+            }
+            config.logLevel = parsed
+        }
+        if let token = environment["OUTBOX_ADMIN_TOKEN"], !token.isEmpty {
+            // The value is a secret: the message must not echo it.
+            guard OutboxConfig.isValidAdminToken(token) else {
+                throw ConfigError("OUTBOX_ADMIN_TOKEN: expected visible ASCII without spaces")
+            }
+            config.admin.token = token
+        }
+        // Checked on the merged result: a `--listen` flag may move the main listener away from
+        // an `admin.listen` that the file gave the same address.
+        if let admin = config.admin.listen, admin.port != 0, admin.port == config.listen.port,
+           admin.host.lowercased() == config.listen.host.lowercased() {
+            throw ConfigError("admin.listen: expected an address other than listen, got \(JSONValue.quoted(admin.description))")
+        }
+        return config
+    }
+
+    /// The whole file, read with plain syscalls so the error carries the OS reason.
+    static func readFile(_ path: String) throws(ConfigError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw fileError(path, errno) }
+        defer { close(fd) }
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return contents }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw fileError(path, errno)
+            }
+            contents.append(contentsOf: chunk[0..<count])
+            guard contents.count <= maxFileBytes else {
+                throw ConfigError("\(path): config file larger than \(maxFileBytes) bytes")
+            }
+        }
+    }
+
+    private static func fileError(_ path: String, _ code: Int32) -> ConfigError {
+        ConfigError("\(path): cannot read config file: \(String(cString: strerror(code)))")
+    }
+}

@@ -1,0 +1,236 @@
+import OutboxModel
+import OutboxTelemetry
+
+extension OutboxConfig {
+    /// Strict parse of a JSON config document: unknown keys and wrong types are errors naming the
+    /// dotted key path, e.g. `queue.maxBodyBytes: expected integer`, `retrie: unknown key`,
+    /// `listen: expected "host:port", got "localhost"`. Values are range-checked too (ports,
+    /// positive sizes, seconds ≥ 0 and finite, statuses 100–599, methods are tokens, header names
+    /// are tokens, pathPrefix starts with "/" and has no trailing "/", allowedHosts entries are a
+    /// host, "*.suffix" or "*"). Retry preset: the preset's values first, then explicit keys win.
+    /// Exact bounds: sizes and counts ≥ 1, `maxRetries` ≥ 0, seconds 0...1e9, `multiplier`
+    /// 1...1000, ports 1...65535 (`listen` and `admin.listen` 0...65535). `allowedHosts` entries are stored
+    /// lowercased and `redactHeaders` lowercased. Duplicate keys are a JSON error.
+    /// Members are checked in document order and the first problem is reported; invalid JSON
+    /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
+    /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`), not as "use the default".
+    public static func parse(json: [UInt8]) throws(ConfigError) -> OutboxConfig {
+        let document: JSONValue
+        do {
+            document = try JSONReader.parse(json)
+        } catch {
+            throw ConfigError("invalid JSON at line \(error.line), column \(error.column): \(error.reason)")
+        }
+        guard case .object = document else { throw ConfigError("expected a JSON object at the top level") }
+        var config = OutboxConfig()
+        for (key, field) in try ConfigField(path: "", value: document).members() {
+            switch key {
+            case "listen": config.listen = try field.listenAddress()
+            case "upstream": config.upstream = try field.upstreamURL()
+            case "dataDirectory": config.dataDirectory = try field.dataDirectory()
+            case "logLevel": config.logLevel = try field.enumeration(LogLevel.self)
+            case "forwardProxy": config.forwardProxy = try ForwardProxy(field)
+            case "queue": config.queue = try Queue(field)
+            case "retry": config.retry = try Retry(field)
+            case "reachability": config.reachability = try Reachability(field)
+            case "idempotency": config.idempotency = try Idempotency(field)
+            case "admin": config.admin = try Admin(field)
+            case "limits": config.limits = try Limits(field)
+            default: throw field.unknownKey()
+            }
+        }
+        return config
+    }
+
+    /// Whether `text` can name the data directory: non-empty, no control characters.
+    static func isValidDataDirectory(_ text: String) -> Bool {
+        !text.isEmpty && !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+    }
+
+    /// Whether `text` can be an admin bearer token: visible ASCII without spaces, so it can be
+    /// typed in `curl -H "Authorization: Bearer …"` and compared byte for byte.
+    static func isValidAdminToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+}
+
+extension OutboxConfig.ForwardProxy {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "enabled": enabled = try field.bool()
+            case "allowedHosts": allowedHosts = try field.array().map { (entry) throws(ConfigError) in try entry.allowedHost() }
+            case "connectPorts": connectPorts = try field.array().map { (entry) throws(ConfigError) in try entry.port() }
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Queue {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "methods": methods = try field.array().map { (entry) throws(ConfigError) in try entry.token("method token") }
+            case "maxBodyBytes": maxBodyBytes = try field.integer(atLeast: 1)
+            case "maxOperations": maxOperations = try field.integer(atLeast: 1)
+            case "ttlSeconds": ttlSeconds = try field.seconds()
+            case "completedRetentionSeconds": completedRetentionSeconds = try field.seconds()
+            case "unavailableStatuses": unavailableStatuses = try field.statuses()
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Retry {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        let members = try object.members()
+        // The preset is applied first wherever it is written, so explicit keys always win.
+        if let presetField = members.first(where: { $0.key == "preset" })?.field {
+            self.init(preset: try presetField.enumeration(RetryPreset.self))
+        } else {
+            self.init()
+        }
+        for (key, field) in members {
+            switch key {
+            case "preset": continue
+            case "maxRetries": maxRetries = try field.integer(atLeast: 0)
+            case "baseDelaySeconds": baseDelaySeconds = try field.seconds()
+            case "multiplier":
+                multiplier = try field.number()
+                // Below 1 the "backoff" would shrink; it is surely a typo for a growth factor.
+                guard multiplier >= 1, multiplier <= 1_000 else { throw field.invalid("number 1-1000") }
+            case "maxDelaySeconds": maxDelaySeconds = try field.seconds()
+            case "jitter": jitter = try field.bool()
+            case "retryableStatuses": retryableStatuses = try field.statuses()
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Reachability {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "probeIntervalSeconds": probeIntervalSeconds = try field.seconds()
+            case "probePath": probePath = try field.probePath()
+            case "connectTimeoutSeconds": connectTimeoutSeconds = try field.seconds()
+            case "responseTimeoutSeconds": responseTimeoutSeconds = try field.seconds()
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Idempotency {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "header": header = try field.token("header name token")
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Admin {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "pathPrefix": pathPrefix = try field.pathPrefix()
+            case "listen": listen = try field.optionalListenAddress()
+            case "token":
+                token = try field.optionalString()
+                if let token, !OutboxConfig.isValidAdminToken(token) {
+                    throw field.error("expected visible ASCII without spaces, or null")
+                }
+            case "redactHeaders":
+                // Header names are case-insensitive; storing them lowercased lets the admin API
+                // compare with one `lowercased()` on its side.
+                redactHeaders = try field.array().map { (entry) throws(ConfigError) in
+                    try entry.token("header name token").lowercased()
+                }
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Limits {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "maxHeaderBytes": maxHeaderBytes = try field.integer(atLeast: 1)
+            case "headerTimeoutSeconds": headerTimeoutSeconds = try field.seconds()
+            case "idleTimeoutSeconds": idleTimeoutSeconds = try field.seconds()
+            case "maxConnections": maxConnections = try field.integer(atLeast: 1)
+            case "shutdownTimeoutSeconds": shutdownTimeoutSeconds = try field.seconds()
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension ConfigField {
+    fileprivate func listenAddress() throws(ConfigError) -> SocketAddressSpec {
+        guard let address = SocketAddressSpec.parse(try string()) else { throw invalid("\"host:port\"") }
+        return address
+    }
+
+    fileprivate func optionalListenAddress() throws(ConfigError) -> SocketAddressSpec? {
+        guard let text = try optionalString() else { return nil }
+        guard let address = SocketAddressSpec.parse(text) else { throw invalid("\"host:port\" or null") }
+        return address
+    }
+
+    fileprivate func upstreamURL() throws(ConfigError) -> UpstreamURL? {
+        guard let text = try optionalString() else { return nil }
+        guard let url = UpstreamURL.parse(text) else {
+            throw invalid("http:// or https:// URL without query or fragment")
+        }
+        return url
+    }
+
+    fileprivate func dataDirectory() throws(ConfigError) -> String {
+        let text = try string()
+        guard OutboxConfig.isValidDataDirectory(text) else { throw invalid("non-empty path") }
+        return text
+    }
+
+    fileprivate func probePath() throws(ConfigError) -> String? {
+        guard let text = try optionalString() else { return nil }
+        guard text.hasPrefix("/"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "#") }) else {
+            throw invalid("path starting with \"/\", or null")
+        }
+        return text
+    }
+
+    fileprivate func pathPrefix() throws(ConfigError) -> String {
+        let text = try string()
+        guard text.hasPrefix("/"), !text.hasSuffix("/"),
+              text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
+        else { throw invalid("path starting with \"/\" and not ending with \"/\"") }
+        return text
+    }
+
+    /// `*`, `*.suffix` or a host; stored lowercased and IPv6 without brackets, the form
+    /// `ForwardProxy.allowsHost` compares against.
+    fileprivate func allowedHost() throws(ConfigError) -> String {
+        var text = try string().lowercased()
+        if text.hasPrefix("["), text.hasSuffix("]") { text = String(text.dropFirst().dropLast()) }
+        let valid = text == "*"
+            || (text.hasPrefix("*.") && HostSyntax.isNameOrIPv4(text.dropFirst(2)))
+            || HostSyntax.isNameOrIPv4(text)
+            || HostSyntax.isIPv6(text)
+        guard valid else { throw invalid("host, \"*.suffix\" or \"*\"") }
+        return text
+    }
+}

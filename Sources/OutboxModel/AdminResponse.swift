@@ -1,0 +1,21 @@
+/// An admin API answer: a JSON document (or the one error envelope), or a raw text. The
+/// proxy path renders it; it lives below both so the proxy never imports the admin API.
+package struct AdminResponse: Sendable {
+    package var status: Int
+    package var body: JSON
+    package var extraHeaders: [(String, String)] = []
+    /// A non-JSON answer (metrics text, the dashboard page): content type and bytes.
+    package var raw: (contentType: String, text: String)?
+
+    package init(status: Int, body: JSON, extraHeaders: [(String, String)] = [], raw: (contentType: String, text: String)? = nil) {
+        self.status = status
+        self.body = body
+        self.extraHeaders = extraHeaders
+        self.raw = raw
+    }
+
+    /// The one error envelope (SPEC §5), shared with the proxy's own errors.
+    package static func error(_ status: Int, _ code: String, _ message: String) -> AdminResponse {
+        AdminResponse(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
+    }
+}

@@ -1,0 +1,15 @@
+/// Idempotency keys and request fingerprints (SPEC §4).
+package enum IdempotencyKey {
+    /// 1–255 visible ASCII characters: long enough for any UUID or hash, safe in logs and JSON.
+    package static func isValid(_ key: String) -> Bool {
+        (1...255).contains(key.utf8.count) && key.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+
+    /// SHA-256 of method, target and body, NUL-separated: "the same request".
+    package static func fingerprint(method: String, target: String, body: [UInt8]) -> [UInt8] {
+        var hash = SHA256()
+        hash.update(Array(method.utf8) + [0] + Array(target.utf8) + [0])
+        hash.update(body)
+        return hash.finalize()
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import OutboxHTTP
+
+/// Where an operation stands (SPEC §4). `pending` and `inProgress` are "not finished".
+public enum OperationStatus: String, Sendable, CaseIterable {
+    case pending, inProgress, completed, failed, conflict
+
+    /// Finished operations never go back to a lane by themselves (only an admin retry does).
+    public var isFinished: Bool { self == .completed || self == .failed || self == .conflict }
+}
+
+/// Replay order within an origin: higher first, FIFO within one priority (the seed's model).
+public enum OperationPriority: Int, Sendable, Comparable, CaseIterable {
+    case low = 0, normal = 1, high = 2, critical = 3
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// The `Outbox-Priority` header value (`low|normal|high|critical`), case-insensitive.
+    public init?(headerValue: String) {
+        switch headerValue.lowercased() {
+        case "low": self = .low
+        case "normal": self = .normal
+        case "high": self = .high
+        case "critical": self = .critical
+        default: return nil
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .low: "low"
+        case .normal: "normal"
+        case .high: "high"
+        case .critical: "critical"
+        }
+    }
+}
+
+/// An upstream answer kept with an operation: the completed response (kept for
+/// `completedRetentionSeconds`, replayed to a client that repeats the idempotency key) or the
+/// body of a 409 conflict.
+public struct StoredResponse: Sendable, Equatable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// The immutable part of a stored request: everything needed to replay it, written once
+/// when the operation is created.
+///
+/// `headers` are what goes upstream on every attempt: already rewritten by the proxy rules
+/// (Host, Via, X-Forwarded-*), hop-by-hop and `Outbox-*` control headers removed, the
+/// idempotency header present. `Outbox-Attempt` is added per attempt, not stored.
+public struct OperationRequest: Sendable, Equatable {
+    public var id: UUID
+    public var origin: Origin
+    public var method: String
+    /// Origin-form target sent upstream (`/v1/items?x=1`).
+    public var target: String
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    public var idempotencyKey: String
+    /// SHA-256 over method, target and body: "the same request" for idempotency (SPEC §4).
+    public var fingerprint: [UInt8]
+    public var priority: OperationPriority
+    public var tag: String?
+    /// The operation id this one waits for (an `Outbox-Depends-On` key is resolved to an id
+    /// before the operation is stored).
+    public var dependsOn: UUID?
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    public var createdAt: Int64
+
+    public init(id: UUID, origin: Origin, method: String, target: String, headers: HTTPHeaders, body: [UInt8],
+                idempotencyKey: String, fingerprint: [UInt8], priority: OperationPriority, tag: String?,
+                dependsOn: UUID?, createdAt: Int64) {
+        self.id = id
+        self.origin = origin
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self.idempotencyKey = idempotencyKey
+        self.fingerprint = fingerprint
+        self.priority = priority
+        self.tag = tag
+        self.dependsOn = dependsOn
+        self.createdAt = createdAt
+    }
+}
+
+/// The mutable part of an operation, written as a new record on every change (attempt
+/// started, completed, failed, conflict, retried by an admin).
+public struct OperationState: Sendable, Equatable {
+    public var status: OperationStatus
+    public var retryCount: Int
+    /// Milliseconds since the epoch, nil before the first attempt.
+    public var lastAttemptAt: Int64?
+    /// Not before this (ms since the epoch); nil = as soon as the lane reaches it.
+    public var nextAttemptAt: Int64?
+    public var lastError: String?
+    /// The upstream's response once `completed`.
+    public var response: StoredResponse?
+    /// The upstream's 409 response once `conflict`.
+    public var conflict: StoredResponse?
+
+    public init(status: OperationStatus = .pending, retryCount: Int = 0, lastAttemptAt: Int64? = nil,
+                nextAttemptAt: Int64? = nil, lastError: String? = nil, response: StoredResponse? = nil,
+                conflict: StoredResponse? = nil) {
+        self.status = status
+        self.retryCount = retryCount
+        self.lastAttemptAt = lastAttemptAt
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.response = response
+        self.conflict = conflict
+    }
+}

@@ -1,0 +1,173 @@
+import CSystem
+import Glibc
+
+/// A resolved IPv4 or IPv6 socket address, stored as raw `sockaddr_storage` bytes.
+package struct SocketAddress: Sendable {
+    var storage = sockaddr_storage()
+    var length: socklen_t = 0
+
+    var family: Int32 { Int32(storage.ss_family) }
+
+    /// Numeric host text ("127.0.0.1", "::1"), for logs and `X-Forwarded-For`.
+    package var hostText: String {
+        var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        var copy = storage
+        let rc = withUnsafePointer(to: &copy) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                getnameinfo($0, length, &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST)
+            }
+        }
+        guard rc == 0 else { return "unknown" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    package var port: Int {
+        var copy = storage
+        return withUnsafePointer(to: &copy) { pointer -> Int in
+            if family == AF_INET {
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+        }
+    }
+
+    /// Resolves `host` (numeric or a name) to addresses for a stream socket.
+    ///
+    /// Blocking for names (getaddrinfo): callers on a loop thread use ``resolveNumeric(_:port:)``
+    /// and move name lookups off the loop.
+    static func resolve(host: String, port: Int) -> [SocketAddress] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var result: UnsafeMutablePointer<addrinfo>?
+        let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard getaddrinfo(bareHost, String(port), &hints, &result) == 0, let first = result else { return [] }
+        defer { freeaddrinfo(first) }
+        var addresses: [SocketAddress] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let info = cursor {
+            if let addr = info.pointee.ai_addr {
+                var address = SocketAddress()
+                withUnsafeMutableBytes(of: &address.storage) { target in
+                    target.copyMemory(from: UnsafeRawBufferPointer(start: addr, count: Int(info.pointee.ai_addrlen)))
+                }
+                address.length = info.pointee.ai_addrlen
+                addresses.append(address)
+            }
+            cursor = info.pointee.ai_next
+        }
+        return addresses
+    }
+
+    /// Parses a numeric IPv4/IPv6 host without any lookup; nil for names.
+    static func resolveNumeric(_ host: String, port: Int) -> SocketAddress? {
+        let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var address = SocketAddress()
+        var v4 = sockaddr_in()
+        if inet_pton(AF_INET, bareHost, &v4.sin_addr) == 1 {
+            v4.sin_family = sa_family_t(AF_INET)
+            v4.sin_port = UInt16(port).bigEndian
+            withUnsafeMutableBytes(of: &address.storage) { target in
+                withUnsafeBytes(of: v4) { target.copyMemory(from: $0) }
+            }
+            address.length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            return address
+        }
+        var v6 = sockaddr_in6()
+        if inet_pton(AF_INET6, bareHost, &v6.sin6_addr) == 1 {
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = UInt16(port).bigEndian
+            withUnsafeMutableBytes(of: &address.storage) { target in
+                withUnsafeBytes(of: v6) { target.copyMemory(from: $0) }
+            }
+            address.length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            return address
+        }
+        return nil
+    }
+
+    /// True for 127.0.0.0/8 and ::1 (and IPv4-mapped loopback): who may reach `/admin` without a token.
+    package var isLoopback: Bool {
+        var copy = storage
+        return withUnsafePointer(to: &copy) { pointer -> Bool in
+            if family == AF_INET {
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    UInt32(bigEndian: $0.pointee.sin_addr.s_addr) >> 24 == 127
+                }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { p -> Bool in
+                let bytes = withUnsafeBytes(of: p.pointee.sin6_addr) { Array($0) }
+                if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+                return bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127
+            }
+        }
+    }
+}
+
+/// Socket system calls with the flags every Outbox socket needs (non-blocking, close-on-exec).
+package enum Sockets {
+    /// Creates a listening socket; returns the fd and the bound address (port 0 resolved).
+    package static func listen(host: String, port: Int, backlog: Int32 = 1024) throws(SystemError) -> (Int32, SocketAddress) {
+        let candidates = SocketAddress.resolveNumeric(host, port: port).map { [$0] } ?? SocketAddress.resolve(host: host, port: port)
+        guard let address = candidates.first else { throw SystemError("resolve \(host)", code: EADDRNOTAVAIL) }
+        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SystemError("socket") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var copy = address
+        let bound = withUnsafePointer(to: &copy.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, copy.length) }
+        }
+        guard bound == 0 else {
+            let error = SystemError("bind \(host):\(port)")
+            close(fd)
+            throw error
+        }
+        guard Glibc.listen(fd, backlog) == 0 else {
+            let error = SystemError("listen")
+            close(fd)
+            throw error
+        }
+        var local = SocketAddress()
+        local.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &local.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &local.length) }
+        }
+        return (fd, local)
+    }
+
+    /// Accepts one connection, non-blocking; nil when none is pending.
+    package static func accept(_ listener: Int32) -> (Int32, SocketAddress)? {
+        var peer = SocketAddress()
+        peer.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &peer.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                csystem_accept4(listener, $0, &peer.length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            }
+        }
+        guard fd >= 0 else { return nil }
+        setNoDelay(fd)
+        return (fd, peer)
+    }
+
+    /// Starts a non-blocking connect. Returns the fd, or the errno of an immediate failure.
+    package static func connect(to address: SocketAddress) -> Result<Int32, SystemError> {
+        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(SystemError("socket")) }
+        setNoDelay(fd)
+        var copy = address
+        let rc = withUnsafePointer(to: &copy.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, copy.length) }
+        }
+        if rc == 0 || errno == EINPROGRESS { return .success(fd) }
+        let error = SystemError("connect")
+        close(fd)
+        return .failure(error)
+    }
+
+    // Responses are written whole by us; Nagle would only add latency to the last segment.
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+}

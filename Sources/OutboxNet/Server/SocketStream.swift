@@ -1,0 +1,296 @@
+import CSystem
+import Glibc
+
+/// What a ``SocketStream`` reports to its owner, always on the stream's loop thread.
+package protocol SocketStreamDelegate: AnyObject {
+    /// New bytes were appended to `stream.input`.
+    func streamDidRead(_ stream: SocketStream)
+    /// The peer will send no more bytes (EOF or a read error).
+    func streamDidReachEnd(_ stream: SocketStream, error: Int32?)
+    /// Queued output dropped below the low-water mark, or a non-blocking connect finished.
+    func streamDidDrain(_ stream: SocketStream)
+    /// A write failed (peer reset); the stream is about to be unusable.
+    func streamDidFailWrite(_ stream: SocketStream, error: Int32)
+}
+
+/// A non-blocking TCP socket with an input buffer, an output queue and backpressure, driven by
+/// its loop's readiness events (level-triggered epoll).
+///
+/// Invariants: the fd is closed exactly once, in ``close()``; the epoll interest set mirrors
+/// `readingPaused` and whether output is queued; every callback runs on the loop thread.
+package final class SocketStream: EventHandler, DeadlineTracked {
+    let fd: Int32
+    // The loop outlives every stream on it; unowned(unsafe) skips the side-table refcount
+    // that `unowned`/`weak` cost on every access (measured: ~6 % of the proxy's CPU).
+    package unowned(unsafe) let loop: EventLoop
+    /// Strong: the owner and its stream form a cycle that ``close()`` breaks.
+    package var delegate: SocketStreamDelegate?
+
+    /// Received bytes not yet consumed; the owner parses `input[inputIndex...]`.
+    package var input: [UInt8] = []
+    package var inputIndex = 0
+    private var output: [UInt8] = []
+    private var outputIndex = 0
+    private var interest: UInt32 = 0
+    private(set) var isClosed = false
+    package private(set) var readingPaused = false
+    private(set) var reachedEnd = false
+    private var connecting = false
+    /// Loop time of the last byte read or written: how slow peers are told from busy ones.
+    package private(set) var lastProgress: UInt64 = 0
+    /// Close the socket once the output queue is empty.
+    private var closeWhenFlushed = false
+    /// Half-closed and discarding input until the peer closes too (or the deadline passes).
+    private var lingering = false
+    private var lingerDeadline: UInt64 = 0
+    static let lingerNanos: UInt64 = 2_000_000_000
+
+    package static let highWater = 256 * 1024
+    static let lowWater = 64 * 1024
+
+    package init(fd: Int32, loop: EventLoop, connecting: Bool = false) {
+        self.fd = fd
+        self.loop = loop
+        self.connecting = connecting
+        interest = connecting ? EPOLLOUT.rawValue : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
+        lastProgress = loop.now
+        loop.register(fd: fd, handler: self, events: interest)
+    }
+
+    package var queuedOutputBytes: Int { output.count - outputIndex }
+    package var unconsumedInputBytes: Int { input.count - inputIndex }
+    package var isWritable: Bool { queuedOutputBytes < SocketStream.highWater }
+
+    // MARK: Events
+
+    package func handleEvents(_ events: UInt32) {
+        if connecting {
+            guard events & (EPOLLOUT.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 else { return }
+            connecting = false
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
+            if error != 0 {
+                reachedEnd = true
+                delegate?.streamDidReachEnd(self, error: error)
+                return
+            }
+            updateInterest()
+            delegate?.streamDidDrain(self)
+            return
+        }
+        // Level-triggered epoll reports HUP/ERR even when not asked for: once reading is over,
+        // they mean the connection is dead, and the owner must hear it or the loop would spin.
+        if reachedEnd && events & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            delegate?.streamDidFailWrite(self, error: EPIPE)
+            return
+        }
+        if events & EPOLLOUT.rawValue != 0 {
+            flush()
+            if isClosed { return }
+        }
+        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0,
+           !readingPaused, !reachedEnd {
+            readOnce()
+        }
+    }
+
+    private func readOnce() {
+        let n = Glibc.read(fd, loop.scratch.baseAddress, loop.scratch.count)
+        if lingering {
+            // Input after our last response is dropped; EOF or an error ends the linger.
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { close() }
+            return
+        }
+        if n > 0 {
+            lastProgress = loop.now
+            if inputIndex == input.count {
+                input.removeAll(keepingCapacity: true)
+                inputIndex = 0
+            } else if inputIndex > 0 && inputIndex >= input.count / 2 {
+                input.removeSubrange(0..<inputIndex)
+                inputIndex = 0
+            }
+            input.append(contentsOf: UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
+            delegate?.streamDidRead(self)
+        } else if n == 0 {
+            reachedEnd = true
+            updateInterest()
+            delegate?.streamDidReachEnd(self, error: nil)
+        } else {
+            let code = errno
+            if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { return }
+            reachedEnd = true
+            updateInterest()
+            delegate?.streamDidReachEnd(self, error: code)
+        }
+    }
+
+    /// Drops consumed input so the buffer does not grow across a long keep-alive connection.
+    package func compactInput() {
+        if inputIndex == input.count {
+            input.removeAll(keepingCapacity: true)
+            inputIndex = 0
+        }
+    }
+
+    // MARK: Reading control
+
+    package func pauseReading() {
+        guard !readingPaused else { return }
+        readingPaused = true
+        updateInterest()
+    }
+
+    package func resumeReading() {
+        guard readingPaused else { return }
+        readingPaused = false
+        updateInterest()
+        // Bytes may already be buffered (pipelined requests): let the owner look again.
+        if !isClosed && unconsumedInputBytes > 0 { delegate?.streamDidRead(self) }
+    }
+
+    // MARK: Writing
+
+    private var flushIsScheduled = false
+
+    /// Sends queued output at the end of the loop's current tick, together with whatever
+    /// else this tick queues. Above the high-water mark it sends at once, to bound memory.
+    package func flushSoon() {
+        if queuedOutputBytes >= SocketStream.highWater {
+            flush()
+            return
+        }
+        guard !flushIsScheduled, !isClosed else { return }
+        flushIsScheduled = true
+        loop.scheduleFlush(self)
+    }
+
+    /// Called by the loop for a ``flushSoon()``.
+    func flushScheduled() {
+        flushIsScheduled = false
+        flush()
+    }
+
+    /// Queues bytes; call ``flush()`` or ``flushSoon()`` to send.
+    package func enqueue(_ bytes: UnsafeRawBufferPointer) {
+        output.append(contentsOf: bytes)
+    }
+
+    package func enqueue(_ bytes: [UInt8]) {
+        output.append(contentsOf: bytes)
+    }
+
+    package func enqueue(_ bytes: ArraySlice<UInt8>) {
+        output.append(contentsOf: bytes)
+    }
+
+    /// Gives direct access to the output queue, for serialisers that append in place.
+    package func withOutput<R>(_ body: (inout [UInt8]) -> R) -> R {
+        body(&output)
+    }
+
+    /// Sends as much queued output as the socket takes; arms EPOLLOUT for the rest.
+    package func flush() {
+        guard !isClosed, !connecting else { return }
+        let wasAboveLow = queuedOutputBytes >= SocketStream.lowWater
+        while outputIndex < output.count {
+            let n = output.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + outputIndex, raw.count - outputIndex, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                outputIndex += n
+                lastProgress = loop.now
+                continue
+            }
+            let code = errno
+            if n < 0 && code == EINTR { continue }
+            if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
+            output.removeAll()
+            outputIndex = 0
+            if closeWhenFlushed {
+                close()
+                return
+            }
+            delegate?.streamDidFailWrite(self, error: code)
+            return
+        }
+        if outputIndex == output.count {
+            output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
+            outputIndex = 0
+            if closeWhenFlushed {
+                finishClose()
+                return
+            }
+        } else if outputIndex >= 1 << 20 {
+            output.removeSubrange(0..<outputIndex)
+            outputIndex = 0
+        }
+        updateInterest()
+        if wasAboveLow && queuedOutputBytes < SocketStream.lowWater {
+            delegate?.streamDidDrain(self)
+        }
+    }
+
+    /// Closes after queued output is sent (for `Connection: close` responses).
+    package func closeAfterFlush() {
+        closeWhenFlushed = true
+        if queuedOutputBytes == 0 { finishClose() } else { flush() }
+    }
+
+    /// A lingering close (RFC 9112 §9.6, nginx's lingering_close): closing a socket that still
+    /// has unread input makes the kernel send RST, which can destroy the response still in
+    /// flight. So: half-close, read and drop what the peer still sends, close on its EOF or
+    /// after two seconds.
+    private func finishClose() {
+        guard !isClosed else { return }
+        if reachedEnd || connecting {
+            close()
+            return
+        }
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        lingering = true
+        delegate = nil
+        lingerDeadline = loop.now + SocketStream.lingerNanos
+        loop.track(self)
+        readingPaused = false
+        updateInterest()
+    }
+
+    package func checkDeadlines(now: UInt64) {
+        if lingering && now >= lingerDeadline { close() }
+    }
+
+    /// Half-closes the sending side once queued output is out (tunnels).
+    package func shutdownWrite() {
+        if queuedOutputBytes == 0 { Glibc.shutdown(fd, Int32(SHUT_WR)) }
+        else { pendingShutdown = true }
+    }
+    private var pendingShutdown = false
+
+    package func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        if lingering { loop.untrack(self) }
+        loop.unregister(fd: fd)
+        Glibc.close(fd)
+        delegate = nil
+        output = []
+        input = []
+    }
+
+    private func updateInterest() {
+        guard !isClosed else { return }
+        if pendingShutdown && queuedOutputBytes == 0 {
+            pendingShutdown = false
+            Glibc.shutdown(fd, Int32(SHUT_WR))
+        }
+        var wanted: UInt32 = 0
+        if !readingPaused && !reachedEnd { wanted |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
+        if queuedOutputBytes > 0 || connecting { wanted |= EPOLLOUT.rawValue }
+        if wanted != interest {
+            interest = wanted
+            loop.modify(fd: fd, events: wanted)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Glibc
+import OutboxHTTP
+import OutboxModel
+import Synchronization
+
+/// Sends one complete request to an origin and collects the complete response, as an async
+/// call: what the replayer and the reachability probes need (the proxy path streams instead).
+///
+/// The exchange itself runs on one of the server's event loops, on the same keep-alive pools
+/// and transports as forwarded traffic; only the hand-over crosses threads.
+public final class UpstreamClient: Sendable {
+    private let loops: [LoopBound<any UpstreamLoop>]
+    private let next = Atomic<Int>(0)
+
+    package init(loops: [LoopBound<any UpstreamLoop>]) {
+        self.loops = loops
+    }
+
+    /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
+    /// up to `maxResponseBytes` (the rest is read and dropped, `truncated` says so).
+    public func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
+                     maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError> {
+        guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
+        let state = loops[next.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
+        return await withCheckedContinuation { continuation in
+            state.loop.execute {
+                let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
+                collector.start(origin: origin, head: head, body: body, loopState: state.value)
+            }
+        }
+    }
+}
+
+/// Runs one exchange on a loop and resumes the caller once, with the response or the error.
+private final class ResponseCollector: UpstreamResponseHandler {
+    private let limit: Int
+    private var continuation: CheckedContinuation<Result<CollectedResponse, UpstreamError>, Never>?
+    private var head: HTTPResponseHead?
+    private var body: [UInt8] = []
+    private var truncated = false
+    private var call: UpstreamCall?
+    private var begin: (() -> Void)?
+    private var retried = false
+
+    init(limit: Int, continuation: CheckedContinuation<Result<CollectedResponse, UpstreamError>, Never>) {
+        self.limit = limit
+        self.continuation = continuation
+    }
+
+    func start(origin: Origin, head: HTTPRequestHead, body: [UInt8], loopState: any UpstreamLoop) {
+        let framing: HTTPBodyFraming = body.isEmpty && !["POST", "PUT", "PATCH"].contains(head.method) ? .none : .contentLength(body.count)
+        var head = head
+        head.headers.removeAll("Content-Length")
+        head.headers.removeAll("Transfer-Encoding")
+        if framing != .none { head.headers.add("Content-Length", String(body.count)) }
+        let transport: UpstreamTransport = origin.scheme == .https
+            ? loopState.secureTransport.transport(for: loopState.loop) : loopState.pool
+        let begin: () -> Void = { [self] in
+            let call = transport.startCall(to: origin, head: head, bodyFraming: framing, handler: self)
+            self.call = call
+            if framing != .none {
+                if !body.isEmpty { body.withUnsafeBytes { call.sendBody($0) } }
+                call.finishBody(trailers: HTTPHeaders())
+            }
+        }
+        self.begin = begin
+        if origin.scheme == .https || loopState.pool.isReady(origin) {
+            begin()
+        } else {
+            loopState.pool.prepare(origin) { [self] result in
+                switch result {
+                case .success: begin()
+                case .failure(let error): resume(.failure(error))
+                }
+            }
+        }
+    }
+
+    private func resume(_ result: Result<CollectedResponse, UpstreamError>) {
+        call = nil
+        begin = nil
+        continuation?.resume(returning: result)
+        continuation = nil
+    }
+
+    func upstreamReceivedHead(_ head: HTTPResponseHead, framing: HTTPBodyFraming) {
+        self.head = head
+    }
+
+    func upstreamReceivedBody(_ bytes: UnsafeRawBufferPointer) {
+        let room = limit - body.count
+        if bytes.count <= room {
+            body.append(contentsOf: bytes)
+        } else {
+            if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
+            truncated = true
+        }
+    }
+
+    func upstreamFinished(trailers: HTTPHeaders) {
+        guard let head else {
+            resume(.failure(.invalidResponse("no response head")))
+            return
+        }
+        resume(.success(CollectedResponse(head: head, body: body, truncated: truncated)))
+    }
+
+    func upstreamFailed(_ error: UpstreamError) {
+        // A pooled connection the origin closed as we reused it: every caller of this client
+        // sends an idempotency key, so one more try on a fresh connection is safe.
+        if case .noResponse(_, retryable: true) = error, !retried, head == nil, let begin {
+            retried = true
+            body = []
+            begin()
+            return
+        }
+        resume(.failure(error))
+    }
+
+    func upstreamReadyForBody() {}
+    func upstreamProcessedInput() {}
+}

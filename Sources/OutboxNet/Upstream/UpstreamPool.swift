@@ -1,0 +1,154 @@
+import Dispatch
+import Glibc
+import OutboxHTTP
+import OutboxModel
+
+/// The `http://` transport of one event loop: keep-alive connections per origin, reused LIFO
+/// so the warmest connection serves next, and a small DNS cache.
+///
+/// Each loop has its own pool, so a connection never changes threads and nothing here locks.
+/// Name lookups (blocking `getaddrinfo`) run off the loop and hop back.
+package final class UpstreamPool: UpstreamTransport {
+    unowned(unsafe) let loop: EventLoop  // the pool belongs to its loop
+    let timeouts: UpstreamTimeouts
+    let maxHeaderBytes: Int
+    let maxIdlePerOrigin: Int
+    private var idle: [Origin: [UpstreamConnection]] = [:]
+    private var resolved: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
+    private static let dnsLifetime: UInt64 = 30_000_000_000
+
+    package init(loop: EventLoop, timeouts: UpstreamTimeouts, maxHeaderBytes: Int, maxIdlePerOrigin: Int = 256) {
+        self.loop = loop
+        self.timeouts = timeouts
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxIdlePerOrigin = maxIdlePerOrigin
+    }
+
+    /// True when a call to `origin` can start now: a pooled connection or a known address.
+    package func isReady(_ origin: Origin) -> Bool {
+        idle[origin]?.isEmpty == false || addresses(of: origin) != nil
+    }
+
+    /// Makes sure `origin`'s address is known, then calls `ready` on the loop (at once when
+    /// the host is numeric or cached).
+    package func prepare(_ origin: Origin, ready: @escaping (Result<Void, UpstreamError>) -> Void) {
+        if isReady(origin) {
+            ready(.success(()))
+            return
+        }
+        let host = origin.host
+        let port = origin.port
+        let pool = LoopBound(value: self, loop: loop)
+        let callback = LoopBound(value: ready, loop: loop)
+        DispatchQueue.global().async {
+            let found = SocketAddress.resolve(host: host, port: port)
+            pool.loop.execute {
+                pool.value.finishResolving(host: host, found: found, ready: callback.value)
+            }
+        }
+    }
+
+    private func finishResolving(host: String, found: [SocketAddress], ready: (Result<Void, UpstreamError>) -> Void) {
+        if found.isEmpty {
+            ready(.failure(.connectFailed("cannot resolve host \(host)")))
+            return
+        }
+        resolved[host] = (found, loop.now + UpstreamPool.dnsLifetime)
+        ready(.success(()))
+    }
+
+    package func addresses(of origin: Origin) -> [SocketAddress]? {
+        if let numeric = SocketAddress.resolveNumeric(origin.host, port: origin.port) { return [numeric] }
+        guard let entry = resolved[origin.host], entry.expires > loop.now else { return nil }
+        return entry.addresses.map { address in
+            // The cache holds addresses for the first port asked; rebuild with this port.
+            SocketAddress.resolveNumeric(address.hostText, port: origin.port) ?? address
+        }
+    }
+
+    package func startCall(to origin: Origin, head: HTTPRequestHead, bodyFraming: HTTPBodyFraming,
+                   handler: UpstreamResponseHandler) -> UpstreamCall {
+        if let connection = takeIdle(origin) {
+            connection.begin(head: head, bodyFraming: bodyFraming, handler: handler)
+            return connection
+        }
+        switch connect(origin) {
+        case .success(let connection):
+            connection.begin(head: head, bodyFraming: bodyFraming, handler: handler)
+            return connection
+        case .failure(let error):
+            let failed = FailedCall(handler: handler, error: error)
+            // Report after the caller has stored the call, as a real connection would.
+            let bound = LoopBound(value: failed, loop: loop)
+            loop.execute { bound.value.deliver() }
+            return failed
+        }
+    }
+
+    private func takeIdle(_ origin: Origin) -> UpstreamConnection? {
+        while let connection = idle[origin]?.popLast() {
+            if connection.state == .idle && !connection.stream.reachedEnd { return connection }
+            connection.close()
+        }
+        return nil
+    }
+
+    private func connect(_ origin: Origin) -> Result<UpstreamConnection, UpstreamError> {
+        guard let address = addresses(of: origin)?.first else {
+            return .failure(.connectFailed("cannot resolve host \(origin.host)"))
+        }
+        switch Sockets.connect(to: address) {
+        case .success(let fd):
+            return .success(UpstreamConnection(origin: origin, fd: fd, pool: self))
+        case .failure(let error):
+            return .failure(.connectFailed(error.description))
+        }
+    }
+
+    /// Takes back a connection whose exchange ended cleanly.
+    func release(_ connection: UpstreamConnection) {
+        // Mutated in place: copying the list per request would cost more than the exchange.
+        if idle[connection.origin, default: []].count >= maxIdlePerOrigin {
+            connection.close()
+            return
+        }
+        idle[connection.origin, default: []].append(connection)
+    }
+
+    /// Drops a closing connection from the idle list.
+    func forget(_ connection: UpstreamConnection) {
+        guard let index = idle[connection.origin]?.lastIndex(where: { $0 === connection }) else { return }
+        idle[connection.origin]?.remove(at: index)
+    }
+
+    /// Closes every idle connection (shutdown).
+    package func closeIdle() {
+        let all = idle.values.flatMap { $0 }
+        idle.removeAll()
+        for connection in all { connection.close() }
+    }
+}
+
+/// The call returned when connecting failed at once; its handler hears the failure next turn.
+private final class FailedCall: UpstreamCall {
+    private var handler: UpstreamResponseHandler?
+    private let error: UpstreamError
+
+    init(handler: UpstreamResponseHandler, error: UpstreamError) {
+        self.handler = handler
+        self.error = error
+    }
+
+    func deliver() {
+        let handler = self.handler
+        self.handler = nil
+        handler?.upstreamFailed(error)
+    }
+
+    var canAcceptBody: Bool { true }
+    func sendBody(_ bytes: UnsafeRawBufferPointer) {}
+    func finishBody(trailers: HTTPHeaders) {}
+    func pauseResponse() {}
+    func resumeResponse() {}
+    func cancel() { handler = nil }
+}

@@ -1,0 +1,77 @@
+import OutboxHTTP
+
+/// What the proxy does with one header field, decided from the name's bytes without making a
+/// String: the rewrite of every forwarded head runs this once per field.
+enum ForwardedHeaderKind {
+    case keep
+    case hopByHop
+    case host
+    case expect
+    case forwardedFor
+    case forwardedProto
+    case forwardedHost
+    /// Forwarded as one field, however many identical values came. Never hop-by-hop, even
+    /// when `Connection` names it: it frames the body this hop carries, and dropping it would
+    /// leave the next hop reading that body as the next message.
+    case contentLength
+    /// `Outbox-*` control headers: read by the proxy, never forwarded (SPEC §4).
+    case control
+
+    private static func bytes(_ text: StaticString) -> [UInt8] {
+        Array(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    private static let teName = bytes("te")
+    private static let hostName = bytes("host")
+    private static let expectName = bytes("expect")
+    private static let trailerName = bytes("trailer")
+    private static let upgradeName = bytes("upgrade")
+    private static let connectionName = bytes("connection")
+    private static let keepAliveName = bytes("keep-alive")
+    private static let xForwardedForName = bytes("x-forwarded-for")
+    private static let proxyConnectionName = bytes("proxy-connection")
+    private static let xForwardedHostName = bytes("x-forwarded-host")
+    private static let xForwardedProtoName = bytes("x-forwarded-proto")
+    private static let transferEncodingName = bytes("transfer-encoding")
+    private static let proxyAuthenticateName = bytes("proxy-authenticate")
+    private static let proxyAuthorizationName = bytes("proxy-authorization")
+    private static let outboxTagName = bytes("outbox-tag")
+    private static let outboxModeName = bytes("outbox-mode")
+    private static let outboxPriorityName = bytes("outbox-priority")
+    private static let outboxDependsOnName = bytes("outbox-depends-on")
+    private static let outboxAttemptName = bytes("outbox-attempt")
+    private static let contentLengthName = bytes("content-length")
+
+    /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
+    /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
+    static func classify(_ name: UnsafeBufferPointer<UInt8>, connectionTokens: [String]) -> ForwardedHeaderKind {
+        func matches(_ candidate: [UInt8]) -> Bool {
+            candidate.withUnsafeBufferPointer { HTTPByte.equalsIgnoringCase(name, $0) }
+        }
+        let kind: ForwardedHeaderKind
+        switch name.count {
+        case 2: kind = matches(teName) ? .hopByHop : .keep
+        case 4: kind = matches(hostName) ? .host : .keep
+        case 6: kind = matches(expectName) ? .expect : .keep
+        case 7: kind = matches(trailerName) || matches(upgradeName) ? .hopByHop : .keep
+        case 10: kind = matches(connectionName) || matches(keepAliveName) ? .hopByHop : matches(outboxTagName) ? .control : .keep
+        case 11: kind = matches(outboxModeName) ? .control : .keep
+        case 14: kind = matches(contentLengthName) ? .contentLength : matches(outboxAttemptName) ? .control : .keep
+        case 15: kind = matches(xForwardedForName) ? .forwardedFor : matches(outboxPriorityName) ? .control : .keep
+        case 16: kind = matches(proxyConnectionName) ? .hopByHop : matches(xForwardedHostName) ? .forwardedHost : .keep
+        case 17:
+            kind = matches(transferEncodingName) ? .hopByHop : matches(xForwardedProtoName) ? .forwardedProto
+                : matches(outboxDependsOnName) ? .control : .keep
+        case 18: kind = matches(proxyAuthenticateName) ? .hopByHop : .keep
+        case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : .keep
+        default: kind = .keep
+        }
+        if kind == .keep && !connectionTokens.isEmpty {
+            for token in connectionTokens {
+                var token = token
+                if token.withUTF8({ HTTPByte.equalsIgnoringCase(name, $0) }) { return .hopByHop }
+            }
+        }
+        return kind
+    }
+}

@@ -1,0 +1,80 @@
+import OutboxConfig
+import OutboxHTTP
+import OutboxModel
+import OutboxNet
+import OutboxQueue
+import OutboxTelemetry
+
+/// What every connection needs to know, built once from the config: the parts of it the proxy
+/// path reads, the logger, and the transports. Immutable, so loops share it freely.
+final class ProxyContext: Sendable {
+    let upstream: UpstreamURL?
+    let forwardProxy: OutboxConfig.ForwardProxy
+    let parserLimits: HTTPParserLimits
+    let headerTimeout: UInt64
+    let idleTimeout: UInt64
+    let shutdownTimeout: Double
+    let retryAfterSeconds: Int
+    let upstreamTimeouts: UpstreamTimeouts
+    let logger: Logger
+    let secureTransport: SecureTransportFactory
+    let idempotencyHeader: String
+    /// The durable queue; nil runs Outbox as a plain proxy.
+    let queue: QueueGateway?
+    let queueMethods: Set<String>
+    let queueMethodList: String
+    let unavailableStatuses: Set<Int>
+    let adminPrefix: String
+    /// The admin API with its gate; nil while no queue runs (the proxy then treats admin paths
+    /// as traffic).
+    let admin: (any AdminEndpoint)?
+    /// Whether `admin.listen` is set: the admin API is then served only on its own listener.
+    let adminHasOwnListener: Bool
+    /// A stored operation's URL without its id, the `Location` of a `202`: a path on this
+    /// listener, or an absolute URL when the admin API has its own listener (where a path on
+    /// the main listener would reach the upstream instead).
+    let operationLocationBase: String
+    let metrics: Metrics
+
+    /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
+    ///   nil when the admin API lives on the main listener.
+    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil,
+         metrics: Metrics = Metrics(), adminListenAddress: SocketAddressSpec? = nil) {
+        self.queue = queue
+        self.admin = admin
+        self.metrics = metrics
+        queueMethods = Set(config.queue.methods)
+        queueMethodList = config.queue.methods.joined(separator: ", ")
+        unavailableStatuses = Set(config.queue.unavailableStatuses)
+        adminPrefix = config.admin.pathPrefix
+        adminHasOwnListener = config.admin.listen != nil
+        operationLocationBase = (adminListenAddress.map { "http://\($0)" } ?? "") + config.admin.pathPrefix + "/operations/"
+        upstream = config.upstream
+        forwardProxy = config.forwardProxy
+        parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,
+                                        maxBodyBytes: config.queue.maxBodyBytes)
+        headerTimeout = Clock.nanos(config.limits.headerTimeoutSeconds)
+        idleTimeout = Clock.nanos(config.limits.idleTimeoutSeconds)
+        shutdownTimeout = config.limits.shutdownTimeoutSeconds
+        retryAfterSeconds = max(1, Int(config.reachability.probeIntervalSeconds.rounded(.up)))
+        upstreamTimeouts = UpstreamTimeouts(connect: config.reachability.connectTimeoutSeconds,
+                                            response: config.reachability.responseTimeoutSeconds,
+                                            poolIdle: min(config.limits.idleTimeoutSeconds, 30))
+        self.logger = logger
+        idempotencyHeader = config.idempotency.header
+        secureTransport = SecureTransportFactory(timeouts: upstreamTimeouts)
+    }
+
+    /// The smallest timeout, so the loop sweeps often enough to honour it within a quarter.
+    var sweepInterval: Double {
+        let smallest = [Double(headerTimeout), Double(idleTimeout)].map { $0 / 1e9 }
+            + [upstreamTimeouts.connect, upstreamTimeouts.response]
+        return min(0.25, max(0.005, (smallest.filter { $0 > 0 }.min() ?? 1) / 4))
+    }
+}
+
+extension UpstreamURL {
+    package var origin: Origin {
+        Origin(scheme: scheme == .https ? .https : .http, host: host, port: port)
+    }
+}

@@ -1,0 +1,172 @@
+import OutboxConfig
+import OutboxHTTP
+import OutboxModel
+
+/// Where a request goes, decided from its target before anything is forwarded (SPEC §3).
+enum Route: Equatable {
+    /// Forward to `origin` with origin-form `target`.
+    case origin(Origin, target: String, forwardMode: Bool)
+    /// `CONNECT host:port`.
+    case tunnel(host: String, port: Int)
+}
+
+/// The proxy's header and routing rules as pure functions: what is hop-by-hop, which forwarding
+/// headers are added, where a request target points. Tests drive them with plain values.
+package enum ProxyRules {
+    package static let via = "1.1 outbox"
+
+    /// Routes a request; errors carry the status the client gets.
+    static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?,
+                      forwardProxy: OutboxConfig.ForwardProxy) -> Result<Route, ProxyError> {
+        // A request that already passed through Outbox several times is going round in
+        // circles (an absolute URL naming the proxy itself): stop it before it eats every
+        // connection. Chains of up to three distinct Outbox hops still pass.
+        if head.headers.contains("Via"), outboxHops(in: head.headers) >= 3 {
+            return .failure(.loopDetected)
+        }
+        if head.method == "CONNECT" {
+            guard forwardProxy.enabled else { return .failure(.forbidden("forward proxying is disabled")) }
+            guard let (host, port) = Origin.parseAuthority(head.target, defaultPort: nil) else {
+                return .failure(.badRequest("CONNECT needs host:port, got \(head.target)"))
+            }
+            guard forwardProxy.connectPorts.contains(port) else {
+                return .failure(.forbidden("CONNECT to port \(port) is not allowed (forwardProxy.connectPorts)"))
+            }
+            guard forwardProxy.allowsHost(host) else {
+                return .failure(.forbidden("host \(host) is not in forwardProxy.allowedHosts"))
+            }
+            return .success(.tunnel(host: host, port: port))
+        }
+        if head.target == "*" && head.method != "OPTIONS" {
+            // asterisk-form is for OPTIONS only (RFC 9112 §3.2.4).
+            return .failure(.badRequest("request target * is only valid for OPTIONS"))
+        }
+        if head.target.hasPrefix("/") || head.target == "*" {
+            guard let upstream else {
+                return .failure(.noUpstream)
+            }
+            let target = head.target == "*" ? (upstream.basePath.isEmpty ? "*" : upstream.basePath) : upstream.basePath + head.target
+            return .success(.origin(upstream.origin, target: target, forwardMode: false))
+        }
+        guard let (origin, target) = Origin.parseAbsolute(head.target) else {
+            return .failure(.badRequest("request target is not origin-form or an http(s) URL: \(head.target)"))
+        }
+        guard forwardProxy.enabled else { return .failure(.forbidden("forward proxying is disabled")) }
+        guard forwardProxy.allowsHost(origin.host) else {
+            return .failure(.forbidden("host \(origin.host) is not in forwardProxy.allowedHosts"))
+        }
+        return .success(.origin(origin, target: target, forwardMode: true))
+    }
+
+    /// How many `Via` entries name Outbox (`1.1 outbox`).
+    static func outboxHops(in headers: HTTPHeaders) -> Int {
+        headers.values("Via").reduce(0) { count, value in
+            count + value.split(separator: ",").filter {
+                $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first?.lowercased() == "outbox"
+            }.count
+        }
+    }
+
+    /// The request head sent upstream: origin-form target, `Host` first, hop-by-hop and
+    /// `Expect` removed (the proxy answers `100 Continue` itself), `Via` and `X-Forwarded-*`
+    /// added, body framing re-declared for the upstream hop (at most one `Content-Length`).
+    /// Works on the stored bytes: no String per field.
+    static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
+                                    clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(bytes: head.headers.byteCount + 160)
+        headers.add("Host", origin.authority)
+        let connectionTokens = head.headers.tokens("Connection")
+        var forwardedFor: [UInt8] = []
+        var originalHost: String?
+        var contentLengthWritten = false
+        let source = head.headers
+        source.storage.withUnsafeBufferPointer { bytes in
+            for field in source.fields {
+                let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
+                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                case .keep:
+                    headers.appendValidated(name: name, value: value)
+                case .contentLength:
+                    appendContentLength(name: name, value: value, framing: bodyFraming, of: source,
+                                        written: &contentLengthWritten, into: &headers)
+                case .host:
+                    if originalHost == nil { originalHost = String(decoding: value, as: UTF8.self) }
+                case .forwardedFor:
+                    // Appended with ", " to what the client sent, as Go's reverseproxy does.
+                    if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: [0x2C, 0x20]) }
+                    forwardedFor.append(contentsOf: value)
+                case .hopByHop, .expect, .forwardedProto, .forwardedHost, .control:
+                    break
+                }
+            }
+        }
+        if bodyFraming == .chunked { headers.add("Transfer-Encoding", "chunked") }
+        headers.add("Via", via)
+        if forwardedFor.isEmpty {
+            headers.add("X-Forwarded-For", clientAddress)
+        } else {
+            headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
+        }
+        headers.add("X-Forwarded-Proto", "http")
+        if let originalHost { headers.add("X-Forwarded-Host", originalHost) }
+        return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
+    }
+
+    /// The response head sent to the client: hop-by-hop removed, at most one `Content-Length`,
+    /// `Via` added; the caller adds framing and `Connection` for the client hop. `bodyFraming`
+    /// is how the response parser framed the body.
+    static func clientResponseHead(_ head: HTTPResponseHead, bodyFraming: HTTPBodyFraming) -> HTTPResponseHead {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(bytes: head.headers.byteCount + 64)
+        let connectionTokens = head.headers.tokens("Connection")
+        var contentLengthWritten = false
+        let source = head.headers
+        source.storage.withUnsafeBufferPointer { bytes in
+            for field in source.fields {
+                let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
+                let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
+                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                case .hopByHop:
+                    continue
+                case .contentLength:
+                    appendContentLength(name: name, value: value, framing: bodyFraming, of: source,
+                                        written: &contentLengthWritten, into: &headers)
+                default:
+                    headers.appendValidated(name: name, value: value)
+                }
+            }
+        }
+        headers.add("Via", via)
+        return HTTPResponseHead(version: .http1_1, status: head.status, reason: head.reason, headers: headers)
+    }
+
+    /// Forwards a message's `Content-Length` fields as one, in the place of the first: several
+    /// identical values (two fields, or `5, 5`) would leave the next hop to pick its own
+    /// reading, and RFC 9112 §6.3 lets a recipient replace them with one value. Called for
+    /// every `Content-Length` field; `written` says the one field is out and the rest go.
+    /// A value of plain digits is copied as it came (the common single field: no extra work).
+    private static func appendContentLength(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+                                            framing: HTTPBodyFraming, of source: HTTPHeaders,
+                                            written: inout Bool, into headers: inout HTTPHeaders) {
+        guard !written else { return }
+        written = true
+        let length: Int
+        if case .contentLength(let framed) = framing {
+            // The parser checked that every value is this one.
+            length = framed
+        } else {
+            // A body the length does not frame (a HEAD or 304 response): its values were never
+            // checked, so check them now; differing or malformed ones are not passed on.
+            let fields = HTTPFramingRules.scan(source)
+            guard fields.contentLengthIsValid, let scanned = fields.contentLength else { return }
+            length = scanned
+        }
+        if !value.isEmpty && value.allSatisfy(HTTPByte.isDigit) {
+            headers.appendValidated(name: name, value: value)
+        } else {
+            Array(String(length).utf8).withUnsafeBufferPointer { headers.appendValidated(name: name, value: $0) }
+        }
+    }
+}

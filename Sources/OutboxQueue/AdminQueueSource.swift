@@ -1,0 +1,56 @@
+import Foundation
+import OutboxModel
+
+/// What the admin API reads from the queue. The queue implements it; the admin code never
+/// touches storage files (STYLE: Admin → Queue, never → Storage).
+package protocol AdminQueueSource: Sendable {
+    var connectivityMode: String { get }
+    var counts: [OperationStatus: Int] { get }
+    /// Seconds since the oldest not-finished operation was queued; nil when none is.
+    var oldestPendingAgeSeconds: Double? { get }
+    var origins: [OriginStatus] { get }
+    /// Pending and in-progress operations of one origin.
+    func unfinishedCount(origin: Origin) -> Int
+    /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
+    func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?)
+    /// One operation with its stored request read back from disk.
+    func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)?
+    /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.
+    func waitUntilDrained(timeoutSeconds: Double) async -> Bool
+    var maxRetries: Int { get }
+    /// failed / conflict / pending → pending now with retryCount 0; nil when unknown, the
+    /// current status when it cannot be retried (completed, in progress).
+    func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal>
+    /// Removes one operation; false when unknown.
+    func delete(_ id: UUID) async -> Bool
+    /// Removes every operation with `status` (all when nil); returns how many.
+    func deleteAll(status: OperationStatus?) async -> Int
+    /// Removes operations created before `cutoff` (ms since the epoch); returns how many.
+    func prune(createdBefore cutoff: Int64) async -> Int
+    /// Every lane tries now, ignoring backoff.
+    func flush()
+    /// `offline`: forward nothing, queue every queueable request, replay nothing.
+    func setForcedOffline(_ offline: Bool)
+    /// Bytes of the log on disk.
+    var storageBytes: Int { get }
+}
+
+/// Why an admin write was refused.
+package enum AdminRefusal: Error, Sendable {
+    case notFound
+    case notRetryable(OperationStatus)
+}
+
+/// An operation's index fields plus its latest state: what lists and details show.
+package struct OperationSnapshot: Sendable {
+    package var id: UUID
+    package var origin: Origin
+    package var method: String
+    package var target: String
+    package var idempotencyKey: String
+    package var priority: OperationPriority
+    package var tag: String?
+    package var dependsOn: UUID?
+    package var createdAt: Int64
+    package var state: OperationState
+}

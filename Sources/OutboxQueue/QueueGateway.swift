@@ -1,0 +1,48 @@
+import Foundation
+import OutboxModel
+
+/// What the proxy path needs from the durable queue, and no more: the seam between the event
+/// loops (synchronous reads on every queueable request) and the queue's storage and replay.
+///
+/// Reads are synchronous (a lock and an index lookup); `enqueue` completes after the group
+/// commit's fdatasync, on a storage thread.
+package protocol QueueGateway: AnyObject, Sendable {
+    /// Admin `PUT /admin/connectivity offline`: forward nothing, queue every queueable request.
+    var forcedOffline: Bool { get }
+    /// Operations for `origin` not yet finished: new writes queue behind them (SPEC §4).
+    func hasQueued(_ origin: Origin) -> Bool
+    /// The stored operation carrying `idempotencyKey`, if any.
+    func operation(withKey idempotencyKey: String) -> QueuedOperationInfo?
+    /// The response kept for a completed operation, read from disk.
+    func completedResponse(of id: UUID) -> StoredResponse?
+    /// An id or idempotency key from `Outbox-Depends-On`, resolved to an operation id.
+    func resolveDependency(_ reference: String) -> UUID?
+    /// Stores the operation durably; `completion` runs after its record is on stable storage.
+    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)
+    /// Queueing was decided because `origin` is unreachable: remember it for the replayer.
+    func originUnreachable(_ origin: Origin, reason: String)
+    /// A forwarded request got an answer from `origin`.
+    func originAnswered(_ origin: Origin)
+    /// Whether `origin` is currently believed reachable.
+    func isOnline(_ origin: Origin) -> Bool
+}
+
+/// The part of an operation the proxy answers with.
+package struct QueuedOperationInfo: Sendable, Equatable {
+    package var id: UUID
+    package var status: OperationStatus
+    package var idempotencyKey: String
+    package var fingerprint: [UInt8]
+    /// Milliseconds since the epoch.
+    package var createdAt: Int64
+}
+
+/// Why a request could not be stored.
+package enum EnqueueError: Error, Sendable, Equatable {
+    /// `queue.maxOperations` reached, or the disk is full: 507.
+    case full(String)
+    /// The key is taken by a different request (a race with another client): 422.
+    case keyConflict
+    /// Storage failed otherwise: 507 as well, the proxy keeps serving.
+    case storage(String)
+}

@@ -1,0 +1,124 @@
+import Foundation
+import OutboxModel
+
+extension QueueIndex {
+    /// Which operations a listing returns; nil fields match everything.
+    public struct Filter: Sendable, Equatable {
+        /// Only this status.
+        public var status: OperationStatus?
+        /// Only this exact tag.
+        public var tag: String?
+        /// Only this origin.
+        public var origin: Origin?
+
+        /// A filter on the given fields.
+        public init(status: OperationStatus? = nil, tag: String? = nil, origin: Origin? = nil) {
+            self.status = status
+            self.tag = tag
+            self.origin = origin
+        }
+    }
+
+    /// One page of a listing.
+    public struct Page: Sendable {
+        /// The operations, in queue order.
+        public var entries: [Entry]
+        /// Pass as `afterSequence` for the next page; nil when nothing more matches.
+        public var next: UInt64?
+    }
+
+    /// Operations matching `filter`, in queue order (creation order, the order `sequence`
+    /// gives), starting after the one whose sequence is `afterSequence`. The cursor is a
+    /// sequence rather than an id so paging stays stable when the last id seen is removed
+    /// meanwhile. A page is at most `limit` (≥ 1) long. Cost: a binary search, then a scan that
+    /// stops one match past the page, so a very selective filter may scan far.
+    public func list(_ filter: Filter = Filter(), afterSequence: UInt64? = nil, limit: Int) -> Page {
+        let limit = max(1, limit)
+        var start = 0
+        if let afterSequence {
+            // Records are in sequence order (tombstones included), so binary search.
+            var low = 0, high = records.count
+            while low < high {
+                let middle = (low + high) / 2
+                if records[middle].sequence <= afterSequence { low = middle + 1 } else { high = middle }
+            }
+            start = low
+        }
+        let originNumber = filter.origin.map { originNumbers[$0] }
+        if case .some(.none) = originNumber { return Page(entries: [], next: nil) }
+        var entries: [Entry] = []
+        for index in start..<records.count {
+            let record = records[index]
+            guard let status = record.status,
+                  filter.status.map({ $0 == status }) ?? true,
+                  filter.tag.map({ $0 == record.tag }) ?? true,
+                  originNumber.map({ $0 == record.origin }) ?? true else { continue }
+            if entries.count == limit { return Page(entries: entries, next: entries.last?.sequence) }
+            entries.append(entry(at: Int32(index)))
+        }
+        return Page(entries: entries, next: nil)
+    }
+
+    /// Like `list(_:afterSequence:limit:)`, with the cursor given as the id of the last
+    /// operation seen (SPEC §5 `after`); nil when that id is not indexed.
+    public func list(_ filter: Filter = Filter(), after id: UUID, limit: Int) -> Page? {
+        guard let slot = slot(of: id) else { return nil }
+        return list(filter, afterSequence: records[Int(slot)].sequence, limit: limit)
+    }
+
+    /// Creation time (ms since the epoch) of the oldest pending or in-progress operation, for
+    /// `oldestPendingAgeSeconds`; nil when there is none.
+    public var oldestUnfinishedCreatedAt: Int64? {
+        // The hint is the oldest unfinished record in creation order; with a clock that never
+        // went back that is also the smallest createdAt.
+        oldestUnfinishedHint < records.count ? records[oldestUnfinishedHint].createdAt : nil
+    }
+
+    /// Pending or in-progress operations created more than `ttlSeconds` before `now`: the
+    /// caller fails them as "expired" (`ReplayTransition.expire`). Scans from the oldest
+    /// unfinished operation on, so it is meant for a periodic sweep.
+    public func expired(now: Int64, ttlSeconds: Double) -> [UUID] {
+        let cutoff = now - WallClock.milliseconds(ttlSeconds)
+        var found: [UUID] = []
+        for index in oldestUnfinishedHint..<records.count {
+            guard let status = records[index].status, !status.isFinished, records[index].createdAt < cutoff else { continue }
+            found.append(records[index].id)
+        }
+        return found
+    }
+
+    /// Completed operations whose last attempt (or, lacking one, creation) is more than
+    /// `retentionSeconds` before `now`: the caller removes them. A full scan: for a periodic
+    /// sweep.
+    public func retentionExpired(now: Int64, retentionSeconds: Double) -> [UUID] {
+        let cutoff = now - WallClock.milliseconds(retentionSeconds)
+        var found: [UUID] = []
+        for record in records where record.status == .completed {
+            let completedAt = record.lastAttemptAt == Self.none ? record.createdAt : record.lastAttemptAt
+            if completedAt < cutoff { found.append(record.id) }
+        }
+        return found
+    }
+}
+
+extension QueueIndex {
+    /// Bytes the index holds, counted from its arrays' capacities and the out-of-line storage
+    /// of strings too long to be stored inline (over 15 UTF-8 bytes; ~32 bytes of header
+    /// each). An estimate for reports and tests, independent of allocator behaviour.
+    public var footprintBytes: Int {
+        func outOfLine(_ text: String?) -> Int {
+            guard let text, text.utf8.count > 15 else { return 0 }
+            return text.utf8.count + 32
+        }
+        var bytes = records.capacity * MemoryLayout<Record>.stride + heapPositions.capacity * 4
+        bytes += ids.footprint + keys.footprint
+        for lane in lanes {
+            bytes += lane.heaps.reduce(0) { $0 + $1.slots.capacity * 4 } + lane.doomed.capacity * 8
+        }
+        for record in records {
+            bytes += outOfLine(record.tag) + outOfLine(record.lastError)
+            if case .text(let key) = record.key { bytes += outOfLine(key) }
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import OutboxModel
+
+/// The in-memory index of every stored operation: lookups by id and idempotency key, counts
+/// by status, listing in queue order, and each origin's replay lane (SPEC §4 ordering). Pure
+/// bookkeeping: the storage layer persists every change first, then tells the index.
+///
+/// Layout, for a million operations in well under 200 MB: one contiguous array of compact
+/// records in creation order (removal leaves a tombstone; the array is compacted when
+/// tombstones outnumber live records), two `SlotTable`s (id → slot, key → slot) and, per
+/// origin and priority, a `LaneHeap` of the pending operations that are ready to go.
+///
+/// Ordering rules (SPEC §4), per origin:
+/// - One operation at a time: while one is `inProgress` the lane is busy.
+/// - Highest priority first, first-in first-out (creation order) within a priority.
+/// - The head of the lane backing off (`nextAttemptAt` in the future) makes the lane wait:
+///   later operations do not overtake a retrying one.
+/// - An operation whose `dependsOn` is pending or in progress is set aside, and the lane goes
+///   on with the others. It cannot block the lane: its dependency may sit behind it (lower
+///   priority) or in another origin, and blocking would then deadlock or couple origins that
+///   SPEC says replay independently. Operations depending on a set-aside one are set aside
+///   too, because their own dependency is not completed. Once the dependency completes, the
+///   operation rejoins its lane at its creation-order place.
+/// - When the dependency ends `failed` or `conflict`, the operation is reported in
+///   `LaneStep.dependencyFailed` so the caller fails it.
+/// - A dependency that is not in the index counts as completed. Ids only leave the index by
+///   retention (they were completed) or by an admin delete or prune, which an operator chose;
+///   and after a restart a removed dependency is indistinguishable from a retained-and-removed
+///   one, so "missing = satisfied" is the only rule that behaves the same before and after.
+///   Consequence: insert operations in creation order (the storage replays its log in order),
+///   or a dependency inserted after its dependent is not seen.
+///
+/// Not thread-safe: owned by one actor. `Locator` is whatever the storage layer needs to find
+/// an operation's records again (segment, offset, length…); the index only keeps it.
+public struct QueueIndex<Locator: Sendable>: Sendable {
+    /// One operation as the index knows it.
+    public struct Entry: Sendable {
+        /// Operation id.
+        public var id: UUID
+        /// Where its requests go.
+        public var origin: Origin
+        /// Its idempotency key, exactly as stored.
+        public var idempotencyKey: String
+        /// Current status.
+        public var status: OperationStatus
+        /// Replay priority.
+        public var priority: OperationPriority
+        /// Creation order: strictly increasing in insertion order, never reused in this index's
+        /// life, so it serves as a stable pagination cursor.
+        public var sequence: UInt64
+        /// Creation time, ms since the epoch.
+        public var createdAt: Int64
+        /// Retries made so far.
+        public var retryCount: Int
+        /// Start of the last attempt, ms since the epoch.
+        public var lastAttemptAt: Int64?
+        /// Not before this (ms since the epoch); nil once finished.
+        public var nextAttemptAt: Int64?
+        /// The operation it waits for.
+        public var dependsOn: UUID?
+        /// Its `Outbox-Tag`.
+        public var tag: String?
+        /// Last error, cut to `QueueIndex.maxErrorLength` characters (storage has it whole).
+        public var lastError: String?
+        /// Where the storage keeps it.
+        public var locator: Locator
+    }
+
+    /// Longest `lastError` kept in the index, in characters.
+    public static var maxErrorLength: Int { 160 }
+
+    /// Where a record stands in the lane structures.
+    enum Placement: UInt8, Sendable {
+        /// Finished or removed: in no lane structure.
+        case none
+        /// Pending and free to go: in its lane's heap for its priority.
+        case ready
+        /// Pending, dependency pending or in progress: in `dependents[dependency]`.
+        case waiting
+        /// Pending, dependency failed or conflict: in `dependents[dependency]` and the lane's
+        /// `dependencyFailed` set.
+        case doomed
+        /// In progress: counted in the lane's `inFlight`.
+        case inFlight
+    }
+
+    /// The stored form of an entry; field order packs the 1-byte-aligned UUID optional and the
+    /// small fields into what would otherwise be padding.
+    struct Record: Sendable {
+        var id: UUID
+        var sequence: UInt64
+        var createdAt: Int64
+        var lastAttemptAt: Int64
+        var nextAttemptAt: Int64
+        var tag: String?
+        var lastError: String?
+        var key: IndexedKey
+        var dependsOn: UUID?
+        /// nil: removed (a tombstone awaiting compaction).
+        var status: OperationStatus?
+        var priority: OperationPriority
+        var placement: Placement
+        var origin: UInt32
+        var retryCount: UInt32
+        var locator: Locator
+    }
+
+    /// Per-origin lane state.
+    struct Lane: Sendable {
+        var heaps = [LaneHeap](repeating: LaneHeap(), count: OperationPriority.allCases.count)
+        var inFlight = 0
+        var doomed: Set<Int32> = []
+        var counts = [Int](repeating: 0, count: OperationStatus.allCases.count)
+        var unfinished: Int { counts[OperationStatus.pending.index] + counts[OperationStatus.inProgress.index] }
+    }
+
+    static var none: Int64 { .min }
+
+    var records: [Record] = []
+    /// Heap position of each record in its lane heap, -1 when not in one (parallel to `records`).
+    var heapPositions: [Int32] = []
+    var ids = SlotTable()
+    var keys = SlotTable()
+    var origins: [Origin] = []
+    var originNumbers: [Origin: UInt32] = [:]
+    var lanes: [Lane] = []
+    /// Pending operations waiting for (or doomed by) each dependency slot.
+    var dependents: [Int32: [Int32]] = [:]
+    var statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
+    var tombstones = 0
+    var nextSequence: UInt64 = 1
+    /// No record before this slot is unfinished.
+    var oldestUnfinishedHint = 0
+    /// Origins whose lane may have changed since `takeLanesToWake()` was last called.
+    var lanesToWake: Set<UInt32> = []
+
+    /// An empty index.
+    public init() {}
+
+    /// Operations indexed (tombstones excluded).
+    public var count: Int { records.count - tombstones }
+
+    /// Every origin that has had an operation, in first-seen order.
+    public var knownOrigins: [Origin] { origins }
+
+    /// Adds an operation in `state`. Insert in creation order: the index numbers entries in
+    /// insertion order and that order is FIFO (see the type's comment on dependencies).
+    public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,
+                                tag: String?, dependsOn: UUID?, createdAt: Int64, state: OperationState,
+                                locator: Locator) throws(QueueIndexError) {
+        guard slot(of: id) == nil else { throw .duplicateID(id) }
+        let key = IndexedKey(idempotencyKey)
+        guard slot(ofKey: key) == nil else { throw .duplicateKey(idempotencyKey) }
+        let originNumber = intern(origin)
+        let slot = Int32(records.count)
+        records.append(Record(
+            id: id, sequence: nextSequence, createdAt: createdAt, lastAttemptAt: Self.none,
+            nextAttemptAt: Self.none, tag: tag, lastError: nil, key: key, dependsOn: dependsOn, status: nil,
+            priority: priority, placement: .none, origin: originNumber, retryCount: 0, locator: locator))
+        heapPositions.append(-1)
+        nextSequence += 1
+        // The hash closures capture `records` only: a method reference would capture a copy of
+        // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
+        ids.insert(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.insert(slot, hash: key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
+        apply(state, to: slot)
+    }
+
+    /// Adds the operation `request` describes, in `state`.
+    public mutating func insert(_ request: OperationRequest, state: OperationState, locator: Locator) throws(QueueIndexError) {
+        try insert(id: request.id, origin: request.origin, idempotencyKey: request.idempotencyKey,
+                   priority: request.priority, tag: request.tag, dependsOn: request.dependsOn,
+                   createdAt: request.createdAt, state: state, locator: locator)
+    }
+
+    /// Records a new state for operation `id` (and a new locator, when the storage moved it).
+    public mutating func update(_ id: UUID, state: OperationState, locator: Locator? = nil) throws(QueueIndexError) {
+        guard let slot = slot(of: id) else { throw .unknownID(id) }
+        if let locator { records[Int(slot)].locator = locator }
+        apply(state, to: slot)
+    }
+
+    /// Removes operation `id` and returns what the index had; operations waiting for it go on
+    /// as if it had completed (see the type's comment).
+    @discardableResult
+    public mutating func remove(_ id: UUID) -> Entry? {
+        guard let slot = slot(of: id) else { return nil }
+        let removed = entry(at: slot)
+        setStatus(nil, of: slot)
+        ids.remove(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.remove(slot, hash: records[Int(slot)].key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
+        records[Int(slot)].tag = nil
+        records[Int(slot)].lastError = nil
+        records[Int(slot)].key = .text("")
+        tombstones += 1
+        replaceDependents(of: slot)
+        if tombstones > 1024, tombstones > count { compact() }
+        return removed
+    }
+
+    /// The operation with this id.
+    public func entry(_ id: UUID) -> Entry? {
+        slot(of: id).map(entry(at:))
+    }
+
+    /// The operation with this idempotency key (exact match).
+    public func entry(forKey key: String) -> Entry? {
+        slot(ofKey: IndexedKey(key)).map(entry(at:))
+    }
+
+    /// Operations with `status`, over all origins.
+    public func count(of status: OperationStatus) -> Int {
+        statusCounts[status.index]
+    }
+
+    /// Operations of `origin` with `status`.
+    public func count(of status: OperationStatus, origin: Origin) -> Int {
+        guard let number = originNumbers[origin] else { return 0 }
+        return lanes[Int(number)].counts[status.index]
+    }
+
+    /// True when `origin` has a pending or in-progress operation: a new write to it must be
+    /// queued behind them rather than forwarded (SPEC §4, nothing overtakes an older write).
+    public func hasQueued(origin: Origin) -> Bool {
+        guard let number = originNumbers[origin] else { return false }
+        return lanes[Int(number)].unfinished > 0
+    }
+
+    /// The origins whose lanes may have changed (new work, a dependency resolved, a finished
+    /// attempt) since the last call; the replayer wakes those lanes.
+    public mutating func takeLanesToWake() -> [Origin] {
+        defer { lanesToWake.removeAll(keepingCapacity: true) }
+        return lanesToWake.sorted().map { origins[Int($0)] }
+    }
+
+    // MARK: - Internals shared by the extensions
+
+    func entry(at slot: Int32) -> Entry {
+        let record = records[Int(slot)]
+        let finished = record.status?.isFinished ?? true
+        return Entry(
+            id: record.id, origin: origins[Int(record.origin)], idempotencyKey: record.key.string,
+            status: record.status ?? .failed, priority: record.priority, sequence: record.sequence,
+            createdAt: record.createdAt, retryCount: Int(record.retryCount),
+            lastAttemptAt: record.lastAttemptAt == Self.none ? nil : record.lastAttemptAt,
+            nextAttemptAt: finished || record.nextAttemptAt == Self.none ? nil : record.nextAttemptAt,
+            dependsOn: record.dependsOn, tag: record.tag, lastError: record.lastError, locator: record.locator)
+    }
+
+    func slot(of id: UUID) -> Int32? {
+        ids.find(hash: Self.hash(id)) { records[Int($0)].id == id }
+    }
+
+    func slot(ofKey key: IndexedKey) -> Int32? {
+        keys.find(hash: key.hashValue) { records[Int($0)].key == key }
+    }
+
+    /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are
+    /// not random (tests, other versions) still spread over the buckets.
+    static func hash(_ id: UUID) -> Int {
+        let (high, low) = withUnsafeBytes(of: id.uuid) { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+        var z = high ^ (low &* 0x9E37_79B9_7F4A_7C15)
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: z ^ (z >> 31))
+    }
+
+    private mutating func intern(_ origin: Origin) -> UInt32 {
+        if let number = originNumbers[origin] { return number }
+        let number = UInt32(origins.count)
+        origins.append(origin)
+        originNumbers[origin] = number
+        lanes.append(Lane())
+        return number
+    }
+}
+
+extension OperationStatus {
+    /// Position in `allCases`, for count arrays.
+    var index: Int {
+        switch self {
+        case .pending: 0
+        case .inProgress: 1
+        case .completed: 2
+        case .failed: 3
+        case .conflict: 4
+        }
+    }
+}
+
+extension OperationPriority {
+    /// Position in `allCases`, for the per-priority lane heaps.
+    var index: Int { rawValue }
+}

@@ -1,0 +1,115 @@
+import OutboxModel
+import Synchronization
+
+/// Which origins are reachable (SPEC §4), and the probes that bring an offline one back.
+///
+/// An origin goes offline when connecting fails, when the connection drops before a complete
+/// response head, when no head arrives in time, or when it answers with an
+/// `unavailableStatuses` status. While offline it is probed every `probeIntervalSeconds` (a
+/// TCP connect, or `GET probePath` expecting a status below 500); the first success marks it
+/// online and calls `onOnline`, which starts its replay. Reads are a lock and a dictionary
+/// lookup: cheap enough for every forwarded request.
+public final class Reachability: Sendable {
+    private struct Entry {
+        var online = true
+        var lastError: String?
+        var nextProbeAt: Int64?
+        var probing = false
+    }
+
+    private let state = Mutex<[Origin: Entry]>([:])
+    private let interval: Double
+    private let probe: @Sendable (Origin) async -> Bool
+    private let onOnline = Mutex<(@Sendable (Origin) -> Void)?>(nil)
+    private let sleep: @Sendable (Double) async -> Void
+    private let now: @Sendable () -> Int64
+
+    /// - Parameters:
+    ///   - probe: true when the origin answers (see `TCPProbe` and the GET probe).
+    ///   - sleep, now: injectable so tests need not wait for real intervals.
+    package init(probeIntervalSeconds: Double,
+                probe: @escaping @Sendable (Origin) async -> Bool,
+                sleep: @escaping @Sendable (Double) async -> Void = { seconds in
+                    try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                },
+                now: @escaping @Sendable () -> Int64 = { WallClock.millis() }) {
+        // A zero interval would make the prober spin against a dead origin.
+        interval = max(0.05, probeIntervalSeconds)
+        self.probe = probe
+        self.sleep = sleep
+        self.now = now
+    }
+
+    /// Called (on a probe task) each time an offline origin comes back.
+    public func setOnOnline(_ handler: @escaping @Sendable (Origin) -> Void) {
+        onOnline.withLock { $0 = handler }
+    }
+
+    public func isOnline(_ origin: Origin) -> Bool {
+        state.withLock { $0[origin]?.online ?? true }
+    }
+
+    /// Records a failure that means "unreachable" and starts probing if it was online.
+    public func markOffline(_ origin: Origin, reason: String) {
+        let startProbe = state.withLock { map -> Bool in
+            var entry = map[origin] ?? Entry()
+            entry.online = false
+            entry.lastError = reason
+            let start = !entry.probing
+            if start {
+                entry.probing = true
+                entry.nextProbeAt = now() + Int64(interval * 1000)
+            }
+            map[origin] = entry
+            return start
+        }
+        if startProbe {
+            Task { await self.probeUntilOnline(origin) }
+        }
+    }
+
+    /// Records that the origin answered (a forwarded request or a replay got a response).
+    public func markOnline(_ origin: Origin) {
+        let cameBack = state.withLock { map -> Bool in
+            guard var entry = map[origin], !entry.online else { return false }
+            entry.online = true
+            entry.nextProbeAt = nil
+            map[origin] = entry
+            return true
+        }
+        if cameBack { onOnline.withLock { $0 }?(origin) }
+    }
+
+    /// Every origin seen so far, for `/admin/status`.
+    public var statuses: [OriginStatus] {
+        state.withLock { map in
+            map.map { OriginStatus(origin: $0.key, online: $0.value.online, lastError: $0.value.lastError,
+                                   nextProbeAt: $0.value.online ? nil : $0.value.nextProbeAt) }
+                .sorted { $0.origin.description < $1.origin.description }
+        }
+    }
+
+    /// Makes an origin known (online) so that `/admin/status` lists it before any failure.
+    public func register(_ origin: Origin) {
+        state.withLock { map in
+            if map[origin] == nil { map[origin] = Entry() }
+        }
+    }
+
+    private func probeUntilOnline(_ origin: Origin) async {
+        while true {
+            await sleep(interval)
+            // Direct traffic may have proven it online meanwhile.
+            if isOnline(origin) {
+                state.withLock { $0[origin]?.probing = false }
+                return
+            }
+            if await probe(origin) {
+                state.withLock { $0[origin]?.probing = false }
+                markOnline(origin)
+                return
+            }
+            state.withLock { $0[origin]?.nextProbeAt = now() + Int64(interval * 1000) }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import Foundation
+import OutboxModel
+
+/// What the replayer needs from the queue: the next operation of a lane, and durable state
+/// changes. The queue decides order (priority, FIFO, dependencies); the replayer only acts.
+package protocol ReplaySource: Sendable {
+    func nextWork(for origin: Origin, now: Int64) -> ReplayWork
+    /// Writes the new state durably (returns after its fdatasync).
+    func record(_ id: UUID, _ state: OperationState) async
+    /// Applies the new state now and writes it behind the caller's back: the lane goes on
+    /// while the group commit persists it. A crash before that write is durable replays the
+    /// operation once more with the same idempotency key — SPEC §4's at-least-once for
+    /// operations in flight.
+    func recordSoon(_ id: UUID, _ state: OperationState)
+    /// Origins with operations that are not finished.
+    var originsWithWork: [Origin] { get }
+    var forcedOffline: Bool { get }
+}
+
+/// The next thing a lane should do.
+package enum ReplayWork: Sendable {
+    /// Attempt this operation now.
+    case attempt(UUID, OperationRequest, OperationState)
+    /// This operation's dependency ended failed or conflict: it fails too.
+    case failDependent(UUID, OperationState)
+    /// Nothing is due before this time (ms since the epoch).
+    case wait(until: Int64)
+    /// The lane is empty.
+    case idle
+}

@@ -1,0 +1,40 @@
+import OutboxModel
+
+/// What one replay attempt means for its operation (SPEC §4, outcome table).
+///
+/// | upstream answer | outcome |
+/// | --- | --- |
+/// | 2xx, 3xx | `completed`, the response kept |
+/// | 409 | `conflict`, the 409 response kept |
+/// | status in `retryableStatuses`, or a transport failure | `retry` |
+/// | any other status (1xx included: an upstream client never hands one over as final) | `failed` |
+///
+/// 409 is checked before `retryableStatuses`, so configuring 409 as retryable has no effect:
+/// the SPEC gives conflicts their own status.
+public enum AttemptOutcome: Sendable, Equatable {
+    /// The upstream accepted the request; its response is kept for `completedRetentionSeconds`.
+    case completed(StoredResponse)
+    /// The upstream answered 409; its response is kept as the operation's conflict data.
+    case conflict(StoredResponse)
+    /// Try again after backoff; `error` becomes the operation's `lastError` (e.g. `HTTP 503`).
+    case retry(error: String)
+    /// Permanent failure; `error` becomes the operation's `lastError` (e.g. `HTTP 400`).
+    case failed(error: String)
+
+    /// The outcome of an attempt that got a final response from the upstream.
+    public init(response: StoredResponse, retryableStatuses: Set<Int>) {
+        switch response.status {
+        case 200...399: self = .completed(response)
+        case 409: self = .conflict(response)
+        case let status where retryableStatuses.contains(status): self = .retry(error: "HTTP \(status)")
+        default: self = .failed(error: "HTTP \(response.status)")
+        }
+    }
+
+    /// The outcome of an attempt that got no usable response (connect failure, reset, timeout,
+    /// malformed or truncated response): always a retry, since at-least-once delivery with the
+    /// same idempotency key makes resending safe.
+    public init(transportFailure description: String) {
+        self = .retry(error: description)
+    }
+}

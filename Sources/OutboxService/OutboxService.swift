@@ -1,0 +1,107 @@
+import OutboxAdmin
+import OutboxConfig
+import OutboxHTTP
+import OutboxModel
+import OutboxNet
+import OutboxProxy
+import OutboxQueue
+import OutboxReplay
+import OutboxStorage
+import OutboxTelemetry
+import Synchronization
+
+/// The whole of Outbox assembled from a config: the durable queue, the proxy server, the
+/// replayer and the reachability probes. `main` only parses, starts, waits for a signal and
+/// stops; everything here is reachable from tests.
+public final class OutboxService: Sendable {
+    private let queue: OutboxQueue
+    private let server: ProxyServer
+    private let config: OutboxConfig
+    private let logger: Logger
+    /// Set once the server's loops run; the reachability probe (made earlier) reads it.
+    private final class ClientSlot: Sendable {
+        let client = Mutex<UpstreamClient?>(nil)
+    }
+    private let probeClient = ClientSlot()
+    private let maintenance = Mutex<Task<Void, Never>?>(nil)
+    private let metrics = Metrics()
+
+    /// Opens the queue (recovering its log). A storage failure is a one-line error.
+    public init(config: OutboxConfig, logger: Logger) throws(StorageError) {
+        self.config = config
+        self.logger = logger
+        let probeClient = self.probeClient
+        let probePath = config.reachability.probePath
+        let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds)
+        let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
+            // `GET probePath` answering below 500 means online; else a TCP connect is enough.
+            guard let probePath, let client = probeClient.client.withLock({ $0 }) else { return await tcpProbe(origin) }
+            var headers = HTTPHeaders()
+            headers.add("Host", origin.authority)
+            headers.add("Via", ProxyRules.via)
+            let result = await client.send(to: origin, head: HTTPRequestHead(method: "GET", target: probePath, headers: headers),
+                                           body: [], maxResponseBytes: 4096)
+            if case .success(let response) = result { return response.head.status < 500 }
+            return false
+        })
+        queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics)
+        if let upstream = config.upstream { reachability.register(upstream.origin) }
+        let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
+                             version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
+                             prefix: config.admin.pathPrefix)
+        server = ProxyServer(config: config, logger: logger, queue: queue,
+                             admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics)
+    }
+
+    /// Binds, starts the loops, the replayer and the maintenance task; returns the bound
+    /// addresses of `listen` and, when set, `admin.listen`.
+    public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
+        let addresses = try server.start()
+        let client = server.upstreamClient
+        probeClient.client.withLock { $0 = client }
+        let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
+                                policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
+                                ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics)
+        queue.attach(replayer)
+        let queue = self.queue
+        maintenance.withLock {
+            $0 = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: 1_000_000_000)
+                    await queue.maintain()
+                }
+            }
+        }
+        return addresses
+    }
+
+    /// Stops accepting, finishes in-flight exchanges (bounded), flushes storage.
+    @discardableResult
+    public func stop(timeout: Double) -> Bool {
+        maintenance.withLock { $0?.cancel() }
+        let clean = server.shutdown(timeout: timeout)
+        queue.close()
+        return clean
+    }
+
+    // MARK: Process
+
+    // `main` imports only this layer, the config and the logger: the few process-level calls
+    // it makes into lower layers pass through here.
+
+    /// Blocks SIGTERM and SIGINT (and ignores SIGPIPE); call before any thread exists, so that
+    /// every thread inherits the mask and `waitForTerminationSignal` receives them.
+    public static func blockTerminationSignals() {
+        TerminationSignals.block()
+    }
+
+    /// Waits for SIGTERM or SIGINT and returns which one arrived.
+    public static func waitForTerminationSignal() -> Int32 {
+        TerminationSignals.wait()
+    }
+
+    /// Creates the data directory if needed; a one-line problem when it cannot be used.
+    public static func prepareDataDirectory(_ path: String) -> String? {
+        DataDirectory.prepare(path)
+    }
+}

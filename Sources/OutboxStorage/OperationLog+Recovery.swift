@@ -1,0 +1,217 @@
+import Foundation
+import Glibc
+import OutboxModel
+import OutboxTelemetry
+
+extension OperationLog {
+    /// Opens the log in `directory` (creating it 0700, segment files 0600) and recovers it:
+    /// scans every segment, cuts a torn or corrupt tail (logging `storage_truncated` with file,
+    /// offset and bytes cut via `logger`) and returns the live operations in creation order.
+    /// Never crashes on bad bytes: it throws only when the directory or a file cannot be used.
+    public static func open(directory: String, options: Options = .init(),
+                            logger: Logger) throws(StorageError) -> (OperationLog, [RecoveredOperation]) {
+        var builder = RecoveryBuilder()
+        let log = try open(directory: directory, options: options, logger: logger) { type, payload, location in
+            builder.apply(type: type, payload: payload, at: location)
+        }
+        return (log, builder.finish())
+    }
+
+    /// One record met by recovery, in log order (bodies not decoded; states without response
+    /// or conflict bodies).
+    public enum RecoveryEvent {
+        case created(OperationSummary, OperationState, RecordLocation)
+        case updated(UUID, OperationState, RecordLocation)
+        case deleted(UUID)
+    }
+
+    /// Opens and recovers like ``open(directory:options:logger:)``, but hands every record to
+    /// `visit` as it is read instead of building a list: the caller's index is then the only
+    /// copy of the operations in memory (what keeps a restart with a million queued
+    /// operations small).
+    public static func open(directory: String, options: Options = .init(), logger: Logger,
+                            visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
+        var origins = OriginTable()
+        return try open(directory: directory, options: options, logger: logger) { type, payload, location in
+            guard let summary = try? RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins) else { return false }
+            switch summary {
+            case .created(let request, let state):
+                visit(.created(request, RecoveryBuilder.withoutBodies(state), location))
+            case .updated(let id, let state):
+                visit(.updated(id, RecoveryBuilder.withoutBodies(state), location))
+            case .deleted(let id):
+                visit(.deleted(id))
+            }
+            return true
+        }
+    }
+
+    private static func open(directory: String, options: Options, logger: Logger,
+                             apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> OperationLog {
+        try makeDirectory(directory)
+        let names = try segmentNames(in: directory, logger: logger)
+        var files: [UInt32: SegmentFile] = [:]
+        var last: (file: SegmentFile, end: Int64)?
+        var diskBytes = 0
+        for name in names {
+            guard let (file, end) = try recoverSegment(name, in: directory, apply: apply, logger: logger) else { continue }
+            files[name.segment] = file
+            diskBytes += Int(end)
+            last = (file, end)
+        }
+        let cursor: WriterCursor
+        if let last {
+            cursor = WriterCursor(file: last.file, end: last.end, nextSegment: last.file.name.segment + 1)
+        } else {
+            let file = try createSegment(SegmentName(segment: 1, generation: 0), in: directory, io: options.io)
+            files[1] = file
+            diskBytes += SegmentHeader.size
+            cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: 2)
+        }
+        return OperationLog(directory: directory, options: options, logger: logger, files: files,
+                            cursor: cursor, diskBytes: diskBytes)
+    }
+
+    /// Creates missing directories with mode 0700.
+    private static func makeDirectory(_ path: String) throws(StorageError) {
+        var built = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            built += "/" + component
+            if mkdir(built, 0o700) != 0 && errno != EEXIST {
+                throw storageError(errno, "create directory \(built)")
+            }
+        }
+    }
+
+    /// The segments to read, in order: one (the newest generation) per number. Leftovers of an
+    /// interrupted segment creation (`.tmp`) or compaction (an older generation) are deleted.
+    private static func segmentNames(in directory: String, logger: Logger) throws(StorageError) -> [SegmentName] {
+        guard let dir = opendir(directory) else { throw storageError(errno, "open directory \(directory)") }
+        var entries: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            entries.append(name)
+        }
+        closedir(dir)
+        var newest: [UInt32: SegmentName] = [:]
+        var stale: [String] = []
+        for entry in entries {
+            if entry.hasSuffix(".log.tmp"), SegmentName(fileName: String(entry.dropLast(4))) != nil {
+                stale.append(entry)
+                continue
+            }
+            guard let name = SegmentName(fileName: entry) else { continue }
+            if let known = newest[name.segment] {
+                stale.append(max(known, name) == name ? known.fileName : entry)
+                newest[name.segment] = max(known, name)
+            } else {
+                newest[name.segment] = name
+            }
+        }
+        for entry in stale {
+            logger.info("storage_stale_file_removed", ["file": directory + "/" + entry])
+            unlink(directory + "/" + entry)
+        }
+        if !stale.isEmpty { try syncDirectory(directory) }
+        return newest.values.sorted()
+    }
+
+    /// Scans one segment into `builder` and cuts it after its last valid record. Returns the
+    /// open file and where its data ends, or nil when the file is not a segment of ours (it is
+    /// then renamed to `*.corrupt` and left for a human).
+    private static func recoverSegment(_ name: SegmentName, in directory: String,
+                                       apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool,
+                                       logger: Logger) throws(StorageError) -> (SegmentFile, Int64)? {
+        let path = directory + "/" + name.fileName
+        let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { throw storageError(errno, "open \(path)") }
+        let file = SegmentFile(name: name, path: path, fd: fd)
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw storageError(errno, "stat \(path)") }
+        let size = Int64(info.st_size)
+        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.size)
+        let got = headerBytes.withUnsafeMutableBytes { SegmentFile.readFully(fd, into: $0, at: 0) }
+        guard got >= 0 else { throw storageError(errno, "read \(path)") }
+        let header = got == SegmentHeader.size ? headerBytes.withUnsafeBytes { SegmentHeader(decoding: $0) } : nil
+        guard let header, header.segment == name.segment, header.generation == name.generation else {
+            logger.warn("storage_segment_ignored", ["file": path, "reason": "no valid segment header", "movedTo": path + ".corrupt"])
+            rename(path, path + ".corrupt")
+            try syncDirectory(directory)
+            return nil
+        }
+        var scanner = SegmentScanner(fd: fd, path: path, fileSize: size, start: Int64(SegmentHeader.size))
+        var malformed = 0
+        let end = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
+            let location = RecordLocation(segment: name.segment, generation: name.generation, offset: UInt64(offset), length: UInt32(frameLength))
+            if !apply(type, payload, location) { malformed += 1 }
+        }
+        if malformed > 0 {
+            logger.warn("storage_records_skipped", ["file": path, "records": String(malformed), "reason": "checksum valid but payload does not parse"])
+        }
+        if let damage = end.damage {
+            guard ftruncate(fd, off_t(end.validEnd)) == 0, fsync(fd) == 0 else {
+                throw storageError(errno, "truncate \(path)")
+            }
+            logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
+                                              "bytes": String(size - end.validEnd), "reason": damage])
+        }
+        return (file, end.validEnd)
+    }
+}
+
+/// Replays records in log order into the list recovery returns: `created` adds an operation,
+/// `updated` replaces its state, `deleted` removes it; records about unknown ids are ignored
+/// (their operation was compacted away or never stored).
+struct RecoveryBuilder {
+    private var operations: [RecoveredOperation] = []
+    private var removed: [Bool] = []
+    private var slots: [UUID: Int] = [:]
+    private var origins = OriginTable()
+
+    /// False when the payload does not parse.
+    mutating func apply(type: UInt8, payload: UnsafeRawBufferPointer, at location: RecordLocation) -> Bool {
+        let summary: RecordCodec.Summary
+        do {
+            summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins)
+        } catch {
+            return false
+        }
+        switch summary {
+        case .created(let request, let state):
+            guard slots[request.id] == nil else { return true }
+            slots[request.id] = operations.count
+            operations.append(RecoveredOperation(request: request, state: Self.withoutBodies(state), createdAt: location, stateAt: nil))
+            removed.append(false)
+        case .updated(let id, let state):
+            guard let slot = slots[id] else { return true }
+            operations[slot].state = Self.withoutBodies(state)
+            operations[slot].stateAt = location
+        case .deleted(let id):
+            guard let slot = slots.removeValue(forKey: id) else { return true }
+            removed[slot] = true
+        }
+        return true
+    }
+
+    /// The live operations in creation order (compacted in place: no second copy of the list).
+    mutating func finish() -> [RecoveredOperation] {
+        var write = 0
+        for read in operations.indices where !removed[read] {
+            if read != write { operations.swapAt(read, write) }
+            write += 1
+        }
+        operations.removeLast(operations.count - write)
+        slots = [:]
+        removed = []
+        return operations
+    }
+
+    static func withoutBodies(_ state: OperationState) -> OperationState {
+        var state = state
+        state.response = nil
+        state.conflict = nil
+        return state
+    }
+}

@@ -1,0 +1,344 @@
+import Dispatch
+import Foundation
+import Glibc
+import OutboxModel
+import OutboxTelemetry
+import Synchronization
+
+/// The durable queue's storage engine: an append-only, segmented log of checksummed records
+/// in the data directory (format in `docs/storage.md`), with group commit.
+///
+/// Appends are framed on the caller's thread and handed to one writer thread, which takes
+/// every record queued meanwhile, writes them with one `pwrite` and makes them durable with one
+/// `fdatasync`; completions run after that sync. Batching needs no timer: records pile up
+/// while the previous sync runs. Readers `pread` sealed and active segments concurrently.
+public final class OperationLog: Sendable {
+    /// Tuning and test seams.
+    public struct Options: Sendable {
+        /// A segment is sealed and a new one started once it would grow past this size (a
+        /// batch that started in a segment may overshoot it by up to one batch).
+        public var segmentBytes: Int
+        /// At most this many records share one write + `fdatasync`.
+        public var maxBatchRecords: Int
+        /// Compaction rewrites a sealed segment only when at most this fraction of its bytes
+        /// is still needed (segments with nothing needed are always deleted).
+        public var compactionLiveRatio: Double
+        /// The write and sync calls of the append path (tests inject failures here).
+        public var io: SegmentIO
+
+        /// Defaults: 64 MiB segments, batches of up to 1024 records, rewrite at ≤ 50 % live.
+        public init(segmentBytes: Int = 64 << 20, maxBatchRecords: Int = 1024,
+                    compactionLiveRatio: Double = 0.5, io: SegmentIO = .system) {
+            self.segmentBytes = segmentBytes
+            self.maxBatchRecords = max(1, maxBatchRecords)
+            self.compactionLiveRatio = compactionLiveRatio
+            self.io = io
+        }
+    }
+
+    let directory: String
+    let options: Options
+    let logger: Logger
+    private let appends = Mutex(AppendQueue())
+    private let wakeWriter = DispatchSemaphore(value: 0)
+    private let writerStopped = DispatchSemaphore(value: 0)
+    /// Every segment readable now, by number; the writer adds to it, compaction swaps and removes.
+    let segments: Mutex<SegmentTable>
+    let diskByteCount: Atomic<Int>
+    /// Two compactions at once would rewrite the same segment twice.
+    let compactionLock = Mutex(())
+
+    struct SegmentTable: Sendable {
+        var files: [UInt32: SegmentFile]
+        /// Segments below this number are sealed: only compaction changes them.
+        var active: UInt32
+        var isOpen = true
+    }
+
+    private struct PendingAppend: Sendable {
+        var frame: [UInt8]
+        var completion: @Sendable (Result<RecordLocation, StorageError>) -> Void
+    }
+
+    private enum Lifecycle: Equatable {
+        case open
+        case closing
+        case failed(String)
+        case closed
+    }
+
+    private struct AppendQueue: Sendable {
+        var pending: [PendingAppend] = []
+        var writerWaiting = false
+        var state = Lifecycle.open
+        var closeRequested = false
+    }
+
+    /// What only the writer thread touches: the active segment and where its data ends.
+    struct WriterCursor: Sendable {
+        var file: SegmentFile
+        var end: Int64
+        var nextSegment: UInt32
+    }
+
+    init(directory: String, options: Options, logger: Logger, files: [UInt32: SegmentFile],
+         cursor: WriterCursor, diskBytes: Int) {
+        self.directory = directory
+        self.options = options
+        self.logger = logger
+        segments = Mutex(SegmentTable(files: files, active: cursor.file.name.segment))
+        diskByteCount = Atomic(diskBytes)
+        let thread = Thread { [self] in self.runWriter(cursor) }
+        thread.name = "outbox-log-writer"
+        thread.start()
+    }
+
+    /// Group commit: the record is written by the writer thread together with every other
+    /// record appended meanwhile, then ONE `fdatasync` covers the batch; `completion` runs (on
+    /// the writer thread) only after that `fdatasync` returned, or with an error (disk full →
+    /// `.full`; after `close()` → `.closed`, then on the caller's thread).
+    public func append(_ record: LogRecord, completion: @escaping @Sendable (Result<RecordLocation, StorageError>) -> Void) {
+        let frame = RecordCodec.encode(record)
+        guard frame.count - RecordFrame.headerSize <= RecordFrame.maxLength else {
+            completion(.failure(.io("record of \(frame.count) bytes is larger than the log accepts")))
+            return
+        }
+        let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
+            switch queue.state {
+            case .open:
+                queue.pending.append(PendingAppend(frame: frame, completion: completion))
+                let wake = queue.writerWaiting
+                queue.writerWaiting = false
+                return (wake, nil)
+            case .failed(let reason):
+                return (false, .io(reason))
+            case .closing, .closed:
+                return (false, .closed)
+            }
+        }
+        if let refused = outcome.refused {
+            completion(.failure(refused))
+        } else if outcome.wake {
+            wakeWriter.signal()
+        }
+    }
+
+    /// `append(_:completion:)` for async callers: returns once the record is on stable storage.
+    public func append(_ record: LogRecord) async throws(StorageError) -> RecordLocation {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<RecordLocation, StorageError>, Never>) in
+            append(record) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Reads a `created` record back in full (headers + body).
+    public func readRequest(at location: RecordLocation) throws(StorageError) -> OperationRequest {
+        guard case .created(let request, _) = try readRecord(at: location) else {
+            throw .corrupt("record at segment \(location.segment) offset \(location.offset) is not a created record")
+        }
+        return request
+    }
+
+    /// Reads the state stored in a `created` or `updated` record, response and conflict bodies included.
+    public func readState(at location: RecordLocation) throws(StorageError) -> OperationState {
+        switch try readRecord(at: location) {
+        case .created(_, let state), .updated(_, let state):
+            return state
+        case .deleted:
+            throw .corrupt("record at segment \(location.segment) offset \(location.offset) is a delete record")
+        }
+    }
+
+    /// Reads and checks any record.
+    public func readRecord(at location: RecordLocation) throws(StorageError) -> LogRecord {
+        let file: SegmentFile? = try segments.withLock { (table) throws(StorageError) -> SegmentFile? in
+            guard table.isOpen else { throw .closed }
+            return table.files[location.segment]
+        }
+        guard let file else { throw .corrupt("no segment \(location.segment)") }
+        guard file.name.generation == location.generation else {
+            throw .corrupt("segment \(location.segment) was compacted: the location is stale")
+        }
+        let bytes = try file.read(count: Int(location.length), at: location.offset)
+        let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
+            Result { () throws(StorageError) -> LogRecord in try RecordCodec.decodeFrame(raw) }
+        }
+        return try decoded.get()
+    }
+
+    /// Bytes of all segment files.
+    public var diskBytes: Int { diskByteCount.load(ordering: .relaxed) }
+
+    /// Flushes and syncs what is pending (completing those appends), stops the writer thread
+    /// and closes the files (SIGTERM path). Later appends and reads fail with `.closed`.
+    public func close() {
+        let join = appends.withLock { queue -> Bool in
+            guard !queue.closeRequested else { return false }
+            queue.closeRequested = true
+            if queue.state == .open { queue.state = .closing }
+            return true
+        }
+        guard join else { return }
+        wakeWriter.signal()
+        writerStopped.wait()
+        let files = segments.withLock { table in
+            table.isOpen = false
+            defer { table.files = [:] }
+            return table.files
+        }
+        // The descriptors close when the last reader lets go of each file.
+        _ = files
+    }
+
+    // MARK: writer thread
+
+    private enum WriterStep {
+        case write([PendingAppend])
+        case wait
+        case stop([PendingAppend], StorageError)
+    }
+
+    private func runWriter(_ start: WriterCursor) {
+        var cursor = start
+        var scratch: [UInt8] = []
+        scratch.reserveCapacity(1 << 20)
+        while true {
+            let step = appends.withLock { queue -> WriterStep in
+                switch queue.state {
+                case .failed(let reason):
+                    defer { queue.pending = [] }
+                    return .stop(queue.pending, .io(reason))
+                case .open, .closing, .closed:
+                    break
+                }
+                if queue.pending.isEmpty {
+                    if queue.state != .open {
+                        queue.state = .closed
+                        return .stop([], .closed)
+                    }
+                    queue.writerWaiting = true
+                    return .wait
+                }
+                if queue.pending.count <= options.maxBatchRecords {
+                    defer { queue.pending = [] }
+                    return .write(queue.pending)
+                }
+                let batch = Array(queue.pending.prefix(options.maxBatchRecords))
+                queue.pending.removeFirst(options.maxBatchRecords)
+                return .write(batch)
+            }
+            switch step {
+            case .wait:
+                wakeWriter.wait()
+            case .write(let batch):
+                commit(batch, cursor: &cursor, scratch: &scratch)
+            case .stop(let rejected, let error):
+                for append in rejected { append.completion(.failure(error)) }
+                writerStopped.signal()
+                return
+            }
+        }
+    }
+
+    private func commit(_ batch: [PendingAppend], cursor: inout WriterCursor, scratch: inout [UInt8]) {
+        var total = 0
+        for append in batch { total += append.frame.count }
+        if cursor.end > Int64(SegmentHeader.size), cursor.end + Int64(total) > Int64(options.segmentBytes) {
+            do throws(StorageError) {
+                try rotate(&cursor)
+            } catch {
+                for append in batch { append.completion(.failure(error)) }
+                return
+            }
+        }
+        scratch.removeAll(keepingCapacity: true)
+        var locations: [RecordLocation] = []
+        locations.reserveCapacity(batch.count)
+        let start = cursor.end
+        for append in batch {
+            locations.append(RecordLocation(segment: cursor.file.name.segment, generation: cursor.file.name.generation,
+                                            offset: UInt64(start) + UInt64(scratch.count),
+                                            length: UInt32(append.frame.count)))
+            scratch.append(contentsOf: append.frame)
+        }
+        let fd = cursor.file.fd
+        let writeError = scratch.withUnsafeBytes { options.io.write(fd, $0, start) }
+        if writeError != 0 {
+            // Whatever part of the batch reached the file is cut off, so the next batch starts
+            // at the last good record and recovery never sees a half-written one.
+            _ = ftruncate(fd, off_t(start))
+            let error = storageError(writeError, "write \(cursor.file.path)")
+            logger.error("storage_write_failed", ["file": cursor.file.path, "records": String(batch.count), "error": "\(error)"])
+            for append in batch { append.completion(.failure(error)) }
+            return
+        }
+        let syncError = options.io.sync(fd)
+        if syncError != 0 {
+            // After a failed fdatasync the kernel may have dropped the dirty pages ("fsyncgate"):
+            // cut the batch off and sync again; if that fails too, nothing more can be promised.
+            _ = ftruncate(fd, off_t(start))
+            let error = storageError(syncError, "fdatasync \(cursor.file.path)")
+            logger.error("storage_sync_failed", ["file": cursor.file.path, "records": String(batch.count), "error": "\(error)"])
+            if options.io.sync(fd) != 0 {
+                appends.withLock { $0.state = .failed("storage failed: \(error)") }
+            }
+            for append in batch { append.completion(.failure(error)) }
+            return
+        }
+        cursor.end = start + Int64(total)
+        diskByteCount.add(total, ordering: .relaxed)
+        for (append, location) in zip(batch, locations) { append.completion(.success(location)) }
+    }
+
+    /// Seals the active segment (already synced) and starts the next one.
+    private func rotate(_ cursor: inout WriterCursor) throws(StorageError) {
+        let name = SegmentName(segment: cursor.nextSegment, generation: 0)
+        let file = try OperationLog.createSegment(name, in: directory, io: options.io)
+        segments.withLock { table in
+            table.files[name.segment] = file
+            table.active = name.segment
+        }
+        diskByteCount.add(SegmentHeader.size, ordering: .relaxed)
+        cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: cursor.nextSegment + 1)
+    }
+
+    // MARK: files
+
+    /// Creates a segment with its header: written to `name.tmp`, synced, renamed, directory
+    /// synced, so a segment name never refers to a file without a whole header.
+    static func createSegment(_ name: SegmentName, in directory: String, io: SegmentIO,
+                              body: [UInt8] = []) throws(StorageError) -> SegmentFile {
+        let path = directory + "/" + name.fileName
+        let temporary = path + ".tmp"
+        let fd = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw storageError(errno, "create \(temporary)") }
+        var bytes = SegmentHeader(segment: name.segment, generation: name.generation).encoded()
+        bytes.append(contentsOf: body)
+        var failure = bytes.withUnsafeBytes { io.write(fd, $0, 0) }
+        if failure == 0 { failure = io.sync(fd) }
+        if failure == 0, rename(temporary, path) != 0 { failure = errno }
+        if failure != 0 {
+            Glibc.close(fd)
+            unlink(temporary)
+            throw storageError(failure, "create \(path)")
+        }
+        let file = SegmentFile(name: name, path: path, fd: fd)
+        try syncDirectory(directory)
+        return file
+    }
+
+    static func syncDirectory(_ directory: String) throws(StorageError) {
+        let fd = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw storageError(errno, "open directory \(directory)") }
+        defer { Glibc.close(fd) }
+        guard fsync(fd) == 0 else { throw storageError(errno, "fsync directory \(directory)") }
+    }
+
+    static func storageError(_ code: Int32, _ what: String) -> StorageError {
+        code == ENOSPC || code == EDQUOT ? .full : .io("\(what): \(String(cString: strerror(code)))")
+    }
+
+    private func storageError(_ code: Int32, _ what: String) -> StorageError {
+        Self.storageError(code, what)
+    }
+}

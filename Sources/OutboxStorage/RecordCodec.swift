@@ -1,0 +1,273 @@
+import Foundation
+import OutboxHTTP
+import OutboxModel
+
+/// Encodes `LogRecord`s into frames and decodes them back, with our own compact binary format
+/// (no Codable: this is the hot path of every durable append). Fields recovery needs come
+/// first, headers and bodies last, so recovery reads a summary without touching the bodies.
+/// The payload layouts are drawn in `docs/storage.md`.
+enum RecordCodec {
+    /// A CRC-valid record whose payload does not parse (a bug or a newer format).
+    struct Malformed: Error {}
+
+    // MARK: encoding
+
+    /// The whole frame (header, type, payload) for `record`.
+    static func encode(_ record: LogRecord) -> [UInt8] {
+        switch record {
+        case .created(let request, let state):
+            var writer = ByteWriter(capacity: 160 + request.target.utf8.count + request.headers.byteCount
+                                    + request.body.count + request.headers.count * 8)
+            writer.u32(0)
+            writer.u32(0)
+            writer.u8(RecordFrame.RecordType.created.rawValue)
+            writer.uuid(request.id)
+            writer.i64(request.createdAt)
+            writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
+            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2))
+            if let dependsOn = request.dependsOn { writer.uuid(dependsOn) }
+            writer.u8(request.origin.scheme == .https ? 1 : 0)
+            writer.u16(UInt16(truncatingIfNeeded: request.origin.port))
+            writer.string(request.origin.host)
+            writer.string(request.method)
+            writer.string(request.target)
+            writer.string(request.idempotencyKey)
+            writer.blob(request.fingerprint)
+            if let tag = request.tag { writer.string(tag) }
+            writer.u32(UInt32(truncatingIfNeeded: request.body.count))
+            encodeLightState(state, into: &writer)
+            encodeHeaders(request.headers, into: &writer)
+            writer.blob(request.body)
+            encodeHeavyState(state, into: &writer)
+            RecordFrame.seal(&writer)
+            return writer.bytes
+        case .updated(let id, let state):
+            let heavy = (state.response?.body.count ?? 0) + (state.conflict?.body.count ?? 0)
+                + (state.response?.headers.byteCount ?? 0) + (state.conflict?.headers.byteCount ?? 0)
+            var writer = ByteWriter(capacity: 96 + heavy + (state.lastError?.utf8.count ?? 0))
+            writer.u32(0)
+            writer.u32(0)
+            writer.u8(RecordFrame.RecordType.updated.rawValue)
+            writer.uuid(id)
+            encodeLightState(state, into: &writer)
+            encodeHeavyState(state, into: &writer)
+            RecordFrame.seal(&writer)
+            return writer.bytes
+        case .deleted(let id):
+            var writer = ByteWriter(capacity: 25)
+            writer.u32(0)
+            writer.u32(0)
+            writer.u8(RecordFrame.RecordType.deleted.rawValue)
+            writer.uuid(id)
+            RecordFrame.seal(&writer)
+            return writer.bytes
+        }
+    }
+
+    private static func encodeLightState(_ state: OperationState, into writer: inout ByteWriter) {
+        writer.u8(statusCode(state.status))
+        var flags: UInt8 = 0
+        if state.lastAttemptAt != nil { flags |= 1 }
+        if state.nextAttemptAt != nil { flags |= 2 }
+        if state.lastError != nil { flags |= 4 }
+        if state.response != nil { flags |= 8 }
+        if state.conflict != nil { flags |= 16 }
+        writer.u8(flags)
+        writer.i64(Int64(state.retryCount))
+        if let lastAttemptAt = state.lastAttemptAt { writer.i64(lastAttemptAt) }
+        if let nextAttemptAt = state.nextAttemptAt { writer.i64(nextAttemptAt) }
+        if let lastError = state.lastError { writer.string(lastError) }
+    }
+
+    private static func encodeHeavyState(_ state: OperationState, into writer: inout ByteWriter) {
+        for response in [state.response, state.conflict] {
+            guard let response else { continue }
+            writer.u16(UInt16(clamping: response.status))
+            encodeHeaders(response.headers, into: &writer)
+            writer.blob(response.body)
+        }
+    }
+
+    private static func encodeHeaders(_ headers: HTTPHeaders, into writer: inout ByteWriter) {
+        writer.u32(UInt32(truncatingIfNeeded: headers.fields.count))
+        headers.storage.withUnsafeBufferPointer { storage in
+            for field in headers.fields {
+                writer.u32(UInt32(truncatingIfNeeded: field.nameLength))
+                writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: storage[field.nameRange]))
+                writer.u32(UInt32(truncatingIfNeeded: field.valueLength))
+                writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: storage[field.valueRange]))
+            }
+        }
+    }
+
+    // MARK: decoding
+
+    /// Decodes a whole frame (as written by `encode`) after checking its length and checksum.
+    static func decodeFrame(_ frame: UnsafeRawBufferPointer) throws(StorageError) -> LogRecord {
+        guard frame.count > RecordFrame.headerSize else { throw .corrupt("record shorter than its header") }
+        guard case .frame(let length, let checksum) = RecordFrame.readHeader(frame),
+              length == frame.count - RecordFrame.headerSize else {
+            throw .corrupt("record length does not match its location")
+        }
+        let body = UnsafeRawBufferPointer(rebasing: frame[RecordFrame.headerSize...])
+        guard CRC32C.checksum(body) == checksum else { throw .corrupt("record checksum mismatch") }
+        do {
+            return try decode(type: body[0], payload: UnsafeRawBufferPointer(rebasing: body[1...]))
+        } catch {
+            throw .corrupt("record payload does not parse")
+        }
+    }
+
+    /// Decodes a checked payload in full (headers and bodies included).
+    static func decode(type: UInt8, payload: UnsafeRawBufferPointer) throws(Malformed) -> LogRecord {
+        do {
+            var reader = ByteReader(payload)
+            switch RecordFrame.RecordType(rawValue: type) {
+            case .created:
+                var origins = OriginTable()
+                let created = try decodeCreatedPrefix(&reader, origins: &origins)
+                var state = try decodeLightState(&reader)
+                let headers = try decodeHeaders(&reader)
+                let body = try reader.blob()
+                try decodeHeavyState(&reader, into: &state)
+                let summary = created.summary
+                let request = OperationRequest(
+                    id: summary.id, origin: summary.origin, method: summary.method, target: summary.target,
+                    headers: headers, body: body, idempotencyKey: summary.idempotencyKey,
+                    fingerprint: summary.fingerprint, priority: summary.priority, tag: summary.tag,
+                    dependsOn: summary.dependsOn, createdAt: summary.createdAt)
+                return .created(request, state)
+            case .updated:
+                let id = try reader.uuid()
+                var state = try decodeLightState(&reader)
+                try decodeHeavyState(&reader, into: &state)
+                return .updated(id, state)
+            case .deleted:
+                return .deleted(try reader.uuid())
+            case nil:
+                throw Malformed()
+            }
+        } catch is ByteReader.OutOfBounds {
+            throw Malformed()
+        } catch {
+            throw Malformed()
+        }
+    }
+
+    /// What recovery keeps of a record: no headers, no bodies.
+    enum Summary {
+        case created(OperationSummary, OperationState)
+        case updated(UUID, OperationState)
+        case deleted(UUID)
+    }
+
+    /// Decodes only the fields that precede headers and bodies. `origins` shares one `Origin`
+    /// value (and so its strings) between all operations of an origin.
+    static func decodeSummary(type: UInt8, payload: UnsafeRawBufferPointer,
+                              origins: inout OriginTable) throws(Malformed) -> Summary {
+        do {
+            var reader = ByteReader(payload)
+            switch RecordFrame.RecordType(rawValue: type) {
+            case .created:
+                let created = try decodeCreatedPrefix(&reader, origins: &origins)
+                return .created(created.summary, try decodeLightState(&reader))
+            case .updated:
+                let id = try reader.uuid()
+                return .updated(id, try decodeLightState(&reader))
+            case .deleted:
+                return .deleted(try reader.uuid())
+            case nil:
+                throw Malformed()
+            }
+        } catch {
+            throw Malformed()
+        }
+    }
+
+    /// Only the id of a record (compaction needs nothing else).
+    static func decodeID(payload: UnsafeRawBufferPointer) throws(Malformed) -> UUID {
+        var reader = ByteReader(payload)
+        do { return try reader.uuid() } catch { throw Malformed() }
+    }
+
+    private struct CreatedPrefix { var summary: OperationSummary }
+
+    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable) throws -> CreatedPrefix {
+        let id = try reader.uuid()
+        let createdAt = try reader.i64()
+        guard let priority = OperationPriority(rawValue: Int(try reader.u8())) else { throw Malformed() }
+        let flags = try reader.u8()
+        let dependsOn = flags & 2 != 0 ? try reader.uuid() : nil
+        let scheme: Origin.Scheme = try reader.u8() == 1 ? .https : .http
+        let port = Int(try reader.u16())
+        let origin = origins.origin(scheme: scheme, port: port, host: try reader.blobBytes())
+        let method = try reader.string()
+        let target = try reader.string()
+        let idempotencyKey = try reader.string()
+        let fingerprint = try reader.blob()
+        let tag = flags & 1 != 0 ? try reader.string() : nil
+        let bodyLength = try reader.u32()
+        return CreatedPrefix(summary: OperationSummary(
+            id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
+            fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
+            createdAt: createdAt, bodyLength: bodyLength))
+    }
+
+    private static func decodeLightState(_ reader: inout ByteReader) throws -> OperationState {
+        guard let status = status(try reader.u8()) else { throw Malformed() }
+        let flags = try reader.u8()
+        var state = OperationState(status: status, retryCount: Int(try reader.i64()))
+        if flags & 1 != 0 { state.lastAttemptAt = try reader.i64() }
+        if flags & 2 != 0 { state.nextAttemptAt = try reader.i64() }
+        if flags & 4 != 0 { state.lastError = try reader.string() }
+        // The heavy part is read later (or never, in recovery); remember what it holds.
+        if flags & 8 != 0 { state.response = StoredResponse(status: 0, headers: HTTPHeaders(), body: []) }
+        if flags & 16 != 0 { state.conflict = StoredResponse(status: 0, headers: HTTPHeaders(), body: []) }
+        return state
+    }
+
+    private static func decodeHeavyState(_ reader: inout ByteReader, into state: inout OperationState) throws {
+        if state.response != nil { state.response = try decodeResponse(&reader) }
+        if state.conflict != nil { state.conflict = try decodeResponse(&reader) }
+    }
+
+    private static func decodeResponse(_ reader: inout ByteReader) throws -> StoredResponse {
+        let status = Int(try reader.u16())
+        let headers = try decodeHeaders(&reader)
+        return StoredResponse(status: status, headers: headers, body: try reader.blob())
+    }
+
+    private static func decodeHeaders(_ reader: inout ByteReader) throws -> HTTPHeaders {
+        let count = Int(try reader.u32())
+        // Each field takes at least 8 bytes: a count beyond that is damage, not a reason to reserve.
+        guard count <= reader.remaining / 8 else { throw Malformed() }
+        var headers = HTTPHeaders()
+        for _ in 0..<count {
+            let name = try reader.blobBytes()
+            let value = try reader.blobBytes()
+            headers.appendValidated(name: name.assumingMemoryBound(to: UInt8.self), value: value.assumingMemoryBound(to: UInt8.self))
+        }
+        return headers
+    }
+
+    private static func statusCode(_ status: OperationStatus) -> UInt8 {
+        switch status {
+        case .pending: 0
+        case .inProgress: 1
+        case .completed: 2
+        case .failed: 3
+        case .conflict: 4
+        }
+    }
+
+    private static func status(_ code: UInt8) -> OperationStatus? {
+        switch code {
+        case 0: .pending
+        case 1: .inProgress
+        case 2: .completed
+        case 3: .failed
+        case 4: .conflict
+        default: nil
+        }
+    }
+}

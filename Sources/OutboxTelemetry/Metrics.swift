@@ -1,0 +1,135 @@
+import OutboxModel
+import Synchronization
+
+/// Counters for `/admin/metrics`. The per-request ones live in one shard per event loop, so
+/// a request bumps only counters no other core writes (shared atomics bounced their cache
+/// lines between the loops on every request); a scrape adds the shards up. Gauges (queue
+/// sizes, origins online) are read from the queue at scrape.
+package final class Metrics: Sendable {
+    /// Upper bounds (seconds) of the request duration histogram, Prometheus's defaults.
+    static let durationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    /// An atomic in a class, so that counters can live in an array (`Atomic` cannot be copied).
+    fileprivate final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+        func add(_ amount: Int) { value.add(amount, ordering: .relaxed) }
+        func load() -> Int { value.load(ordering: .relaxed) }
+    }
+
+    /// One event loop's request counters: written by that loop only.
+    package final class Shard: Sendable {
+        fileprivate let forwardedByClass = (0..<6).map { _ in Counter() }  // index = status / 100
+        fileprivate let durationCounts = (0...Metrics.durationBuckets.count).map { _ in Counter() }
+        fileprivate let durationMicros = Counter()
+
+        /// One answered request: its duration, and its status class when the upstream answered it.
+        package func request(nanoseconds: UInt64, forwardedStatus: Int?) {
+            let micros = Int(nanoseconds / 1000)
+            // Bucket bounds in µs, compared as integers: no floating point on the hot path.
+            var bucket = 0
+            while bucket < Metrics.bucketMicros.count && micros > Metrics.bucketMicros[bucket] { bucket += 1 }
+            durationCounts[bucket].add(1)
+            durationMicros.add(micros)
+            if let status = forwardedStatus, (100..<600).contains(status) {
+                forwardedByClass[status / 100].add(1)
+            }
+        }
+    }
+
+    private static let bucketMicros = durationBuckets.map { Int($0 * 1_000_000) }
+    private let shards = Mutex<[Shard]>([])
+
+    package init() {}
+
+    /// A new shard for one event loop.
+    package func makeShard() -> Shard {
+        let shard = Shard()
+        shards.withLock { $0.append(shard) }
+        return shard
+    }
+
+    private func total(_ read: (Shard) -> Int) -> Int {
+        shards.withLock { $0.reduce(0) { $0 + read($1) } }
+    }
+
+    private let enqueuedTotal = Atomic<Int>(0)
+    private let replayCompleted = Atomic<Int>(0)
+    private let replayConflict = Atomic<Int>(0)
+    private let replayFailed = Atomic<Int>(0)
+    private let replayRetry = Atomic<Int>(0)
+
+    package func enqueued() { enqueuedTotal.add(1, ordering: .relaxed) }
+
+    /// One replay attempt's outcome (the operation's new status, or retry).
+    package func replayed(_ status: OperationStatus) {
+        switch status {
+        case .completed: replayCompleted.add(1, ordering: .relaxed)
+        case .conflict: replayConflict.add(1, ordering: .relaxed)
+        case .failed: replayFailed.add(1, ordering: .relaxed)
+        case .pending, .inProgress: replayRetry.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Prometheus text format 0.0.4: HELP and TYPE for every family, `outbox_` prefix.
+    package func render(counts: [OperationStatus: Int], origins: [OriginStatus],
+                oldestPendingAgeSeconds: Double?, storageBytes: Int) -> String {
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for (labels, value) in samples { out += "\(name)\(labels) \(value)\n" }
+        }
+        family("outbox_operations", "gauge", "Stored operations by status.",
+               OperationStatus.allCases.map { ("{status=\"\($0.rawValue)\"}", String(counts[$0] ?? 0)) })
+        family("outbox_enqueued_total", "counter", "Requests stored durably and answered 202.",
+               [("", String(enqueuedTotal.load(ordering: .relaxed)))])
+        family("outbox_replayed_total", "counter", "Replay attempts by outcome.", [
+            ("{outcome=\"completed\"}", String(replayCompleted.load(ordering: .relaxed))),
+            ("{outcome=\"conflict\"}", String(replayConflict.load(ordering: .relaxed))),
+            ("{outcome=\"failed\"}", String(replayFailed.load(ordering: .relaxed))),
+            ("{outcome=\"retry\"}", String(replayRetry.load(ordering: .relaxed))),
+        ])
+        family("outbox_forwarded_total", "counter", "Requests answered by the upstream directly, by status class.",
+               (1...5).map { index in ("{class=\"\(index)xx\"}", String(total { $0.forwardedByClass[index].load() })) })
+        family("outbox_upstream_online", "gauge", "1 when the origin is believed reachable, 0 while it is probed.",
+               origins.map { ("{origin=\"\(Metrics.escape($0.origin.description))\"}", $0.online ? "1" : "0") })
+        family("outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending or in-progress operation (0 when none).",
+               [("", Metrics.number(oldestPendingAgeSeconds ?? 0))])
+        family("outbox_storage_bytes", "gauge", "Bytes of the queue's log files on disk.", [("", String(storageBytes))])
+        var cumulative = 0
+        var buckets: [(String, String)] = []
+        for (index, bound) in Metrics.durationBuckets.enumerated() {
+            cumulative += total { $0.durationCounts[index].load() }
+            buckets.append(("_bucket{le=\"\(Metrics.number(bound))\"}", String(cumulative)))
+        }
+        cumulative += total { $0.durationCounts[Metrics.durationBuckets.count].load() }
+        buckets.append(("_bucket{le=\"+Inf\"}", String(cumulative)))
+        buckets.append(("_sum", Metrics.number(Double(total { $0.durationMicros.load() }) / 1e6)))
+        buckets.append(("_count", String(cumulative)))
+        family("outbox_request_duration_seconds", "histogram", "Time from a request head to the end of its answer.", buckets)
+        return out
+    }
+
+    private static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+
+    /// Label values escape backslash, quote and newline (text format 0.0.4).
+    private static func escape(_ text: String) -> String {
+        text.replacingBackslashQuoteNewline()
+    }
+}
+
+private extension String {
+    func replacingBackslashQuoteNewline() -> String {
+        var out = ""
+        for character in self {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}
