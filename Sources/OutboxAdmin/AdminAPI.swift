@@ -13,7 +13,7 @@ package struct AdminAPI: Sendable {
     let startedAt: Int64
     let metrics: Metrics
     /// `admin.pathPrefix`, for the links of the dashboard page.
-    let prefix: String
+    package let prefix: String
 
     package typealias Response = AdminResponse
 

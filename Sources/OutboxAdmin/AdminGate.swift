@@ -14,6 +14,15 @@ package struct AdminGate: Sendable {
         listenHost = (config.admin.listen ?? config.listen).host
     }
 
+    /// The path below `prefix` (`/status?x`), or nil when `target` is not an admin target.
+    package static func subpath(of target: String, prefix: String) -> String? {
+        guard target.hasPrefix(prefix) else { return nil }
+        let rest = target.dropFirst(prefix.count)
+        if rest.isEmpty { return "/" }
+        guard let first = rest.first, first == "/" || first == "?" else { return nil }
+        return first == "?" ? "/" + rest : String(rest)
+    }
+
     /// The refusal for this request, or nil when it may proceed.
     package func refusal(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminResponse? {
         let api = AdminResponse.error

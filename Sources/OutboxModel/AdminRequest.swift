@@ -16,15 +16,6 @@ package struct AdminRequest: Sendable {
         self.pretty = pretty
     }
 
-    /// The path below `prefix` (`/status?x`), or nil when `target` is not an admin target.
-    package static func subpath(of target: String, prefix: String) -> String? {
-        guard target.hasPrefix(prefix) else { return nil }
-        let rest = target.dropFirst(prefix.count)
-        if rest.isEmpty { return "/" }
-        guard let first = rest.first, first == "/" || first == "?" else { return nil }
-        return first == "?" ? "/" + rest : String(rest)
-    }
-
     /// `/operations?status=failed&limit=2` → path and decoded query parameters.
     package static func split(_ subpath: String) -> (String, [String: String]) {
         guard let mark = subpath.firstIndex(of: "?") else { return (subpath, [:]) }

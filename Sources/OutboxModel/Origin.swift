@@ -28,3 +28,44 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(scheme.rawValue)://\(authority)" }
 }
+
+/// Why an upstream exchange failed, split by whether the request may have reached the origin.
+///
+/// The queue (a later layer) relies on the split: a request that was `neverSent` can be stored
+/// and replayed with no risk of a double delivery; one that was sent may have been processed.
+public enum UpstreamError: Error, Sendable, Equatable {
+    /// Connecting failed (refused, unreachable, DNS, connect timeout): nothing was sent.
+    case connectFailed(String)
+    /// The request was (at least partly) sent, and the connection ended before a complete response head.
+    case noResponse(String, retryable: Bool)
+    /// No response head within `responseTimeoutSeconds`.
+    case responseTimeout
+    /// The origin sent bytes that are not a valid HTTP/1.1 response.
+    case invalidResponse(String)
+    /// The connection ended in the middle of a response body that was already being relayed.
+    case truncated(String)
+
+    /// SPEC §4: refused/unresolvable, dropped before a complete head, or no head in time.
+    public var meansUnreachable: Bool {
+        switch self {
+        case .connectFailed, .noResponse, .responseTimeout: true
+        case .invalidResponse, .truncated: false
+        }
+    }
+
+    /// True when the origin never received any byte of the request.
+    public var neverSent: Bool {
+        if case .connectFailed = self { return true }
+        return false
+    }
+
+    public var summary: String {
+        switch self {
+        case .connectFailed(let reason): "connect failed: \(reason)"
+        case .noResponse(let reason, _): "no response: \(reason)"
+        case .responseTimeout: "response timeout"
+        case .invalidResponse(let reason): "invalid response: \(reason)"
+        case .truncated(let reason): "response truncated: \(reason)"
+        }
+    }
+}

@@ -18,7 +18,7 @@ extension ProxyContext {
     /// runs); otherwise it goes upstream, so an upstream's own `/admin` stays reachable. The
     /// admin listener serves nothing but the API.
     func adminRoute(for target: String, on listener: ListenerRole) -> AdminRoute {
-        let subpath = admin == nil ? nil : AdminRequest.subpath(of: target, prefix: adminPrefix)
+        let subpath = admin?.subpath(of: target)
         switch listener {
         case .main:
             guard !adminHasOwnListener, let subpath else { return .proxy }

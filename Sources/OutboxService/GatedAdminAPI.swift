@@ -9,6 +9,10 @@ struct GatedAdminAPI: AdminEndpoint {
     let api: AdminAPI
     let gate: AdminGate
 
+    func subpath(of target: String) -> String? {
+        AdminGate.subpath(of: target, prefix: api.prefix)
+    }
+
     func refusal(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminResponse? {
         gate.refusal(for: head, peerIsLoopback: peerIsLoopback)
     }
