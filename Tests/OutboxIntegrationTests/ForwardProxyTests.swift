@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 forward mode: absolute-form requests (what clients send with HTTP_PROXY) go to the
+/// Forward mode: absolute-form requests (what clients send with HTTP_PROXY) go to the
 /// named origin if `forwardProxy.allowedHosts` allows it, as origin-form requests.
 @Suite("Forward proxy mode", .harnessThreads)
 struct ForwardProxyTests {

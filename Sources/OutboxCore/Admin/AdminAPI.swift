@@ -60,12 +60,12 @@ struct AdminRequest: Sendable {
     var path: String
     var query: [String: String]
     var body: [UInt8]
-    /// `?pretty`, or a curl user agent (SPEC §5 is made for curl).
+    /// `?pretty`, or a curl user agent (the admin API is meant to be read in a terminal).
     var pretty: Bool
 }
 
-/// The admin API (SPEC §5) as one route table and one error envelope. Issue 3 needs status,
-/// operations, one operation and drain; the rest of the table lands with the admin issue.
+/// The admin API as one route table and one error envelope, so every endpoint answers errors
+/// and wrong methods the same way.
 struct AdminAPI: Sendable {
     let queue: AdminQueueSource
     let redactHeaders: Set<String>
@@ -103,7 +103,7 @@ struct AdminAPI: Sendable {
             }
         }
 
-        /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
+        /// The methods each endpoint takes, for dispatch and `Allow`.
         var methods: [String] {
             switch self {
             case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
@@ -271,7 +271,7 @@ struct AdminAPI: Sendable {
         return .object(members)
     }
 
-    /// `[name, value]` pairs in order; listed names shown as "[redacted]" (SPEC §5). The stored
+    /// `[name, value]` pairs in order; `redactHeaders` shown as "[redacted]". The stored
     /// request keeps the real values for replay.
     private func headers(_ headers: HTTPHeaders) -> JSON {
         .array(headers.map { field in
@@ -299,7 +299,7 @@ struct AdminAPI: Sendable {
         AdminAPI.errorResponse(status, code, message)
     }
 
-    /// The one error envelope (SPEC §5), shared with the proxy's own errors.
+    /// The one error envelope, shared with the proxy's own errors.
     static func errorResponse(_ status: Int, _ code: String, _ message: String) -> Response {
         Response(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
     }

@@ -214,7 +214,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             if client.context.unavailableStatuses.contains(upstream.status) {
                 queue.originUnreachable(origin, reason: "HTTP \(upstream.status)")
                 if queueable {
-                    // SPEC §4: an unavailable status means "unreachable": store instead of relaying.
+                    // An unavailable status means "unreachable": store instead of relaying.
                     call?.cancel()
                     call = nil
                     store(queue)
@@ -331,7 +331,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         client.stream.flushSoon()
     }
 
-    // MARK: Queueable requests (SPEC §4)
+    // MARK: Queueable requests
 
     /// The whole request is here: answer from the idempotency record, store it, or forward it.
     private func decideQueueable(_ queue: QueueGateway) {
@@ -366,7 +366,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                       clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count))
         // Stored and replayed requests are framed by length; the key goes upstream on direct
-        // forwards too (SPEC §4), so a retry by the client is recognised by the origin. Headers
+        // forwards too, so a retry by the client is recognised by the origin. Headers
         // the client sent keep their place.
         if requestFraming != .contentLength(bodyCopy.count) {
             upstream.headers.removeAll("Transfer-Encoding")
@@ -442,7 +442,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    /// `202 Accepted` with the operation's id and key (SPEC §4).
+    /// `202 Accepted` with the operation's id and key, sent only once the operation is on disk.
     private func answerAccepted(_ info: QueuedOperationInfo) {
         let id = UUIDText.lowercase(info.id)
         let body = JSON.object([

@@ -1,4 +1,4 @@
-/// Where a request goes, decided from its target before anything is forwarded (SPEC §3).
+/// Where a request goes, decided from its target before anything is forwarded.
 enum Route: Equatable {
     /// Forward to `origin` with origin-form `target`.
     case origin(Origin, target: String, forwardMode: Bool)

@@ -6,7 +6,7 @@ enum WallClock {
         Logger.systemMilliseconds()
     }
 
-    /// `2026-11-29T15:04:05Z` (UTC, whole seconds, as in SPEC §4's example): the log timestamp
+    /// `2026-11-29T15:04:05Z` (UTC, whole seconds, like `queuedAt`): the log timestamp
     /// without its milliseconds.
     static func iso8601(millis: Int64) -> String {
         String(Logger.timestamp(milliseconds: millis).dropLast(5)) + "Z"

@@ -1,9 +1,9 @@
-/// The pure state changes of an operation during replay (SPEC §4): starting an attempt,
+/// The pure state changes of an operation during replay: starting an attempt,
 /// applying its outcome, expiring by TTL. The replayer persists whatever these return.
 public enum ReplayTransition {
-    /// `lastError` of an operation that outlived `queue.ttlSeconds` (SPEC §4).
+    /// `lastError` of an operation that outlived `queue.ttlSeconds` unfinished: it fails.
     public static let expiredError = "expired"
-    /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict` (SPEC §4).
+    /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
 
     /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no

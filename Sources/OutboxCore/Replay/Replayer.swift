@@ -8,7 +8,7 @@ protocol ReplaySource: Sendable {
     func record(_ id: UUID, _ state: OperationState) async
     /// Applies the new state now and writes it behind the caller's back: the lane goes on
     /// while the group commit persists it. A crash before that write is durable replays the
-    /// operation once more with the same idempotency key — SPEC §4's at-least-once for
+    /// operation once more with the same idempotency key — at-least-once delivery for
     /// operations in flight.
     func recordSoon(_ id: UUID, _ state: OperationState)
     /// Origins with operations that are not finished.
@@ -37,7 +37,7 @@ enum ReplayWork: Sendable {
     case idle
 }
 
-/// Delivers stored operations, one lane per origin (SPEC §4): one operation at a time per
+/// Delivers stored operations, one lane per origin: one operation at a time per
 /// origin, in the queue's order, with backoff between retries; origins replay independently.
 ///
 /// A lane runs while its origin has work and is online; it parks while the origin is offline

@@ -2,7 +2,7 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// Which origins are reachable (SPEC §4), and the probes that bring an offline one back.
+/// Which origins are reachable, and the probes that bring an offline one back.
 ///
 /// An origin goes offline when connecting fails, when the connection drops before a complete
 /// response head, when no head arrives in time, or when it answers with an

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Requests the queue tests make again and again: a write with a body, the admin API's
-/// operation and drain endpoints (SPEC §5), and bounded polling of one operation's status.
+/// operation and drain endpoints, and bounded polling of one operation's status.
 extension OutboxProcess {
     /// The config most queue tests share: probes every 0.1 s and fast retries without jitter,
     /// so an outage ends and a retry happens within a fraction of a second. `retry` and
