@@ -60,7 +60,7 @@ struct AdminRequest: Sendable {
     var path: String
     var query: [String: String]
     var body: [UInt8]
-    /// `?pretty`, or a curl user agent (SPEC §5 is made for curl).
+    /// Render the answer pretty (`AdminGate.rendersPretty`: `?pretty`, or curl).
     var pretty: Bool
 }
 

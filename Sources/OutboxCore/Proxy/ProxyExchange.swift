@@ -75,7 +75,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         if client.context.admin != nil, let path = AdminGate.subpath(of: head.target, prefix: client.context.adminPrefix) {
             if let refusal = client.context.adminGate.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
-                answerAdmin(refusal, pretty: false)
+                answerAdmin(refusal, pretty: AdminGate.rendersPretty(head, query: AdminGate.split(path).1))
                 return
             }
             adminPath = path
@@ -479,7 +479,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         phase = .storing
         let (path, query) = AdminGate.split(adminPath)
         let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
-                                   pretty: query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false))
+                                   pretty: AdminGate.rendersPretty(head, query: query))
         let bound = LoopBound(value: self, loop: client.loop)
         Task {
             let response = await admin.handle(request)
