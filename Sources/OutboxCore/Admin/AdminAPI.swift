@@ -60,7 +60,7 @@ struct AdminRequest: Sendable {
     var path: String
     var query: [String: String]
     var body: [UInt8]
-    /// `?pretty`, or a curl user agent (the admin API is meant to be read in a terminal).
+    /// Render the answer pretty (`AdminGate.rendersPretty`: `?pretty`, or curl).
     var pretty: Bool
 }
 
@@ -257,9 +257,18 @@ struct AdminAPI: Sendable {
             ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
             ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("retryCount", .int(op.state.retryCount)), ("maxRetries", .int(queue.maxRetries)),
-            ("nextAttemptAt", op.state.nextAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("nextAttemptAt", Self.shownNextAttempt(op.state.nextAttemptAt, now: WallClock.millis())
+                .map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("lastError", .string(op.state.lastError)),
         ]
+    }
+
+    /// When a waiting operation will be tried, as shown: its schedule, or `now` once that has
+    /// passed. A schedule passes unused while the origin is offline or the process is down; the
+    /// operation is then due (the replayer takes it as soon as the lane and the origin allow),
+    /// and a time in the past would read as a replayer that fell behind.
+    static func shownNextAttempt(_ scheduled: Int64?, now: Int64) -> Int64? {
+        scheduled.map { max($0, now) }
     }
 
     private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {

@@ -25,6 +25,13 @@ struct AdminGate: Sendable {
         return (String(subpath[..<mark]), query)
     }
 
+    /// Whether the answer to an admin request, its refusal included, is pretty JSON: for
+    /// `?pretty`, and for curl (`User-Agent: curl/…`), which people read in a terminal;
+    /// scripts and browsers get it compact.
+    static func rendersPretty(_ head: HTTPRequestHead, query: [String: String]) -> Bool {
+        query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false)
+    }
+
     /// The refusal for this request, or nil when it may proceed.
     func refusal(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminAPI.Response? {
         let api = AdminAPI.errorResponse

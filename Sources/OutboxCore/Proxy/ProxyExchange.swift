@@ -76,7 +76,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         switch client.context.adminRoute(for: head.target, on: client.listener) {
         case .admin(let path):
             if let refusal = client.context.adminGate.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
-                answerAdmin(refusal, pretty: false)
+                answerAdmin(refusal, pretty: AdminGate.rendersPretty(head, query: AdminGate.split(path).1))
                 return
             }
             adminPath = path
@@ -487,7 +487,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         phase = .storing
         let (path, query) = AdminGate.split(adminPath)
         let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
-                                   pretty: query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false))
+                                   pretty: AdminGate.rendersPretty(head, query: query))
         let bound = LoopBound(value: self, loop: client.loop)
         Task {
             let response = await admin.handle(request)

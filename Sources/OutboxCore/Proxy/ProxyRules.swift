@@ -65,6 +65,21 @@ enum ProxyRules {
 
     /// `http://host[:port][/path][?query]` → origin and origin-form target (RFC 9112 §3.2.2).
     static func parseAbsolute(_ target: String) -> (Origin, String)? {
+        guard let (scheme, authority) = absoluteAuthority(target) else { return nil }
+        // userinfo in a request target is deprecated and a phishing vector (RFC 9110 §4.2.4).
+        if authority.contains("@") || authority.isEmpty { return nil }
+        guard let (host, port) = parseAuthority(String(authority), defaultPort: scheme == .https ? 443 : 80) else { return nil }
+        var path = String(target[authority.endIndex...])
+        if path.contains("#") { return nil }
+        if path.isEmpty { path = "/" } else if path.hasPrefix("?") { path = "/" + path }
+        return (Origin(scheme: scheme, host: host, port: port), path)
+    }
+
+    /// The scheme and the authority text of an `http://` or `https://` target, exactly as the
+    /// client wrote it (not checked); nil for any other form.
+    static func absoluteAuthority(_ target: String) -> (Origin.Scheme, Substring)? {
+        // Every forwarded head asks: answer origin-form ("/…") without making a String.
+        guard let first = target.utf8.first, first | 0x20 == UInt8(ascii: "h") else { return nil }
         let lower = target.prefix(8).lowercased()
         let scheme: Origin.Scheme
         let rest: Substring
@@ -78,14 +93,7 @@ enum ProxyRules {
             return nil
         }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
-        // userinfo in a request target is deprecated and a phishing vector (RFC 9110 §4.2.4).
-        if authority.contains("@") || authority.isEmpty { return nil }
-        guard let (host, port) = parseAuthority(String(authority), defaultPort: scheme == .https ? 443 : 80) else { return nil }
-        var path = String(rest[authorityEnd...])
-        if path.contains("#") { return nil }
-        if path.isEmpty { path = "/" } else if path.hasPrefix("?") { path = "/" + path }
-        return (Origin(scheme: scheme, host: host, port: port), path)
+        return (scheme, rest[..<authorityEnd])
     }
 
     /// `host:port`, `[v6]:port`, or a bare host when `defaultPort` is given.
@@ -120,6 +128,10 @@ enum ProxyRules {
     /// `Expect` removed (the proxy answers `100 Continue` itself), `Via` and `X-Forwarded-*`
     /// added, body framing re-declared for the upstream hop (at most one `Content-Length`).
     /// Works on the stored bytes: no String per field.
+    ///
+    /// `X-Forwarded-Host` is the authority the client asked for: the one in an absolute-form
+    /// target (forward mode) even when the client's `Host` field says something else (a proxy
+    /// ignores the received `Host` for an absolute-form target, RFC 9112 §3.2.2), else `Host`.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
                                     clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
         var headers = HTTPHeaders()
@@ -159,7 +171,11 @@ enum ProxyRules {
             headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
         }
         headers.add("X-Forwarded-Proto", "http")
-        if let originalHost { headers.add("X-Forwarded-Host", originalHost) }
+        if let (_, authority) = absoluteAuthority(head.target) {
+            headers.add("X-Forwarded-Host", String(authority))
+        } else if let originalHost {
+            headers.add("X-Forwarded-Host", originalHost)
+        }
         return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
     }
 

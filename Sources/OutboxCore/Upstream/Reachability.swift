@@ -90,6 +90,14 @@ public final class Reachability: Sendable {
         if cameBack { onOnline.withLock { $0 }?(origin) }
     }
 
+    /// Probes `origin` once, now: true when it answers; otherwise it is marked offline with
+    /// `failure` as its last error and probed on its interval from then on.
+    public func probeOnce(_ origin: Origin, failure: String) async -> Bool {
+        if await probe(origin) { return true }
+        markOffline(origin, reason: failure)
+        return false
+    }
+
     /// Every origin seen so far, for `/admin/status`.
     public var statuses: [OriginStatus] {
         state.withLock { map in
