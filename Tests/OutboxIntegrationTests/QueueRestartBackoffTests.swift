@@ -66,6 +66,14 @@ struct QueueRestartBackoffTests {
         let first = try await setup.start()
         let queued = try first.enqueue(body: "outage", headers: [HeaderField("Outbox-Mode", "queue")])
         _ = try await first.waitForOperation(queued.id, describedAs: "retried") { ($0.int("retryCount") ?? 0) >= 1 }
+        // Offline replays nothing more, so the operation settles waiting with a schedule (an
+        // attempt in flight at the signal would come back as never scheduled instead).
+        let off = try first.send("PUT", "/admin/connectivity", body: #"{"mode":"offline"}"#,
+                                 headers: [HeaderField("Content-Type", "application/json")])
+        #expect(off.status == 200, "\(off)")
+        _ = try await first.waitForOperation(queued.id, describedAs: "waiting with a schedule") {
+            $0.string("status") == "pending" && $0.string("nextAttemptAt") != nil
+        }
         first.terminate(signal: SIGTERM)
         _ = try await first.waitForExit()
         // The outage: while Outbox is down the upstream goes away entirely.
