@@ -6,6 +6,8 @@
 #   TARGETS="direct nginx haproxy outbox" Benchmarks/forward.sh
 #   DURATION=3 REPS=1 Benchmarks/forward.sh             # smoke test, ~1.5 min
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/forward.sh    # skip the build
+#   BASELINE_REV=main Benchmarks/forward.sh             # this tree's outbox vs main's
+#   OUTBOX_BASELINE_BIN=/path/to/old/outbox Benchmarks/forward.sh
 #
 # Knobs (env): DURATION=10 (s per wrk run)  REPS=3  CONNS="64"  METHODS="GET POST"
 #   THREADS=2 (wrk -t)  WORKERS=2 (nginx-proxy workers and haproxy nbthread)
@@ -15,7 +17,14 @@
 #   START_TIMEOUT=30 (s for outbox to listen)  MAX_TOTAL_S (hard cap on the whole
 #   matrix; default estimate+300)  RESULTS=<file> (copy raw TSV there)
 #   KEEP_RUNDIR=1 (keep logs)  INSTALL=0 (never call apt-get)  BASE_PORT=19000
-#   (upstream; nginx +1, haproxy +2, outbox +3: all must be free)
+#   (upstream; nginx +1, haproxy +2, outbox +3: all must be free; outbox-base +4)
+# Old vs new outbox in one run (to check that a change does not slow forwarding):
+#   OUTBOX_BASELINE_BIN (a second outbox binary) or BASELINE_REV (a git revision,
+#   built with `swift build -c release --product outbox` in a temporary `git worktree`
+#   under /tmp, which is removed right after the build) adds the target outbox-base
+#   after outbox: started exactly like outbox (same flags, its own data dir) on
+#   BASE_PORT+4, interleaved with the others; the table gains rps/base and cpu/base
+#   and a new/base line per method and connection count.
 # Everything listens on 127.0.0.1 only; everything started here is stopped by pid /
 # own process-group id on exit, Ctrl-C or error.
 set -euo pipefail
@@ -25,6 +34,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 HOST=127.0.0.1
 BASE_PORT=${BASE_PORT:-19000}
 UP_PORT=$BASE_PORT NGX_PORT=$((BASE_PORT + 1)) HAP_PORT=$((BASE_PORT + 2)) OBX_PORT=$((BASE_PORT + 3))
+OBX_BASE_PORT=$((BASE_PORT + 4))
 DURATION=${DURATION:-10}
 REPS=${REPS:-3}
 CONNS=${CONNS:-"64"}
@@ -36,6 +46,8 @@ WARMUP=${WARMUP:-2}
 TARGETS=${TARGETS:-"direct nginx outbox"}
 OUTBOX_BIN=${OUTBOX_BIN:-}
 OUTBOX_ARGS=${OUTBOX_ARGS:-}
+OUTBOX_BASELINE_BIN=${OUTBOX_BASELINE_BIN:-}
+BASELINE_REV=${BASELINE_REV:-}
 START_TIMEOUT=${START_TIMEOUT:-30}
 INSTALL=${INSTALL:-1}
 KEEP_RUNDIR=${KEEP_RUNDIR:-0}
@@ -47,8 +59,31 @@ die() { log "ERROR: $*"; exit 1; }
 read -r -a ALL_TARGETS <<<"$TARGETS"
 wants() { [[ " ${ALL_TARGETS[*]} " == *" $1 "* ]]; }
 for t in "${ALL_TARGETS[@]}"; do
-  case $t in direct | nginx | haproxy | outbox) ;; *) die "unknown target $t (direct nginx haproxy outbox)" ;; esac
+  case $t in
+    direct | nginx | haproxy | outbox | outbox-base) ;;
+    *) die "unknown target $t (direct nginx haproxy outbox outbox-base)" ;;
+  esac
 done
+[[ -n $OUTBOX_BASELINE_BIN && -n $BASELINE_REV ]] && die "set OUTBOX_BASELINE_BIN or BASELINE_REV, not both"
+BASELINE=0
+[[ -n $OUTBOX_BASELINE_BIN || -n $BASELINE_REV ]] && BASELINE=1
+if ((BASELINE)); then
+  wants outbox || die "a baseline is measured against outbox, but TARGETS=\"$TARGETS\" has no outbox"
+  if ! wants outbox-base; then  # right after outbox, so the pair runs back to back
+    with_base=()
+    for t in "${ALL_TARGETS[@]}"; do with_base+=("$t"); [[ $t == outbox ]] && with_base+=(outbox-base); done
+    ALL_TARGETS=("${with_base[@]}")
+  fi
+elif wants outbox-base; then
+  die "target outbox-base needs OUTBOX_BASELINE_BIN or BASELINE_REV"
+fi
+BASE_SHA=""
+if [[ -n $BASELINE_REV ]]; then  # checked now, not after minutes of building
+  BASE_SHA=$(git -C "$ROOT" rev-parse --verify --quiet "$BASELINE_REV^{commit}") \
+    || die "BASELINE_REV=$BASELINE_REV is not a commit in $ROOT"
+fi
+TW=8  # width of the target name in log lines
+for t in "${ALL_TARGETS[@]}"; do ((${#t} <= TW)) || TW=${#t}; done
 
 # ---------------------------------------------------------------- install
 install_missing() {
@@ -81,19 +116,59 @@ install_missing() {
 # ---------------------------------------------------------------- build
 # Built before anything is started or timed: `swift run` would compile inside the
 # measurement window.
-build_outbox() {
-  if [[ -n $OUTBOX_BIN ]]; then
-    [[ -x $OUTBOX_BIN ]] || die "OUTBOX_BIN=$OUTBOX_BIN is not an executable"
-    return 0
-  fi
+release_build() {  # package-dir knob-that-skips-this-build (named in the error) ; sets BUILT_BIN
+  local dir=$1 out rc=0
   command -v swift >/dev/null || export PATH=/opt/swift/usr/bin:$PATH
-  command -v swift >/dev/null || die "swift not found (PATH, /opt/swift/usr/bin); or set OUTBOX_BIN"
-  log "building outbox: swift build -c release --product outbox (in $ROOT)"
-  local out rc=0
-  out=$(cd "$ROOT" && timeout 1200 swift build -c release --product outbox 2>&1) || rc=$?
-  ((rc == 0)) || { tail -40 <<<"$out" >&2; die "swift build failed (exit $rc)"; }
-  OUTBOX_BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
-  [[ -x $OUTBOX_BIN ]] || die "no binary at $OUTBOX_BIN after the build"
+  command -v swift >/dev/null || die "swift not found (PATH, /opt/swift/usr/bin); or set $2"
+  log "building outbox: swift build -c release --product outbox (in $dir)"
+  out=$(cd "$dir" && timeout 1200 swift build -c release --product outbox 2>&1) || rc=$?
+  ((rc == 0)) || { tail -40 <<<"$out" >&2; die "swift build failed in $dir (exit $rc)"; }
+  BUILT_BIN=$(cd "$dir" && swift build -c release --show-bin-path)/outbox
+  [[ -x $BUILT_BIN ]] || die "no binary at $BUILT_BIN after the build"
+}
+
+given_binary() {  # knob-name: true when the knob names a binary (it must be executable), false when unset
+  local bin=${!1}
+  [[ -n $bin ]] || return 1
+  [[ -x $bin ]] || die "$1=$bin is not an executable"
+}
+
+OBX_DESC="" BASE_DESC=""
+build_outbox() {
+  if given_binary OUTBOX_BIN; then OBX_DESC=$OUTBOX_BIN; return 0; fi
+  release_build "$ROOT" OUTBOX_BIN
+  OUTBOX_BIN=$BUILT_BIN
+  OBX_DESC="$ROOT at $(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo '?')"
+  # only what is compiled: edits to docs or to this script do not change the binary
+  if [[ -n $(git -C "$ROOT" status --porcelain -- Package.swift Sources 2>/dev/null || true) ]]; then
+    OBX_DESC+=" + uncommitted changes to Sources"
+  fi
+}
+
+# The baseline revision is built in its own worktree (the caller's checkout is left
+# alone); only the binary is kept, in BASE_TMP, and the worktree goes as soon as it is
+# built, so nothing of it is around while measuring.
+BASE_TMP="" BASE_WT=""
+build_baseline() {
+  if given_binary OUTBOX_BASELINE_BIN; then BASE_DESC=$OUTBOX_BASELINE_BIN; return 0; fi
+  local sha=$BASE_SHA
+  BASE_TMP=$(mktemp -d /tmp/fwdbench-base.XXXXXX)
+  BASE_WT=$BASE_TMP/outbox-${sha:0:12}
+  git -C "$ROOT" worktree add --detach --quiet "$BASE_WT" "$sha" >&2 \
+    || die "git worktree add $BASE_WT $sha failed"
+  release_build "$BASE_WT" OUTBOX_BASELINE_BIN
+  cp "$BUILT_BIN" "$BASE_TMP/outbox"
+  remove_base_worktree
+  OUTBOX_BASELINE_BIN=$BASE_TMP/outbox
+  BASE_DESC="$BASELINE_REV = ${sha:0:12}"
+}
+remove_base_worktree() {
+  [[ -n $BASE_WT ]] || return 0
+  if ! { [[ -e $BASE_WT ]] && git -C "$ROOT" worktree remove --force "$BASE_WT" 2>/dev/null; }; then
+    rm -rf "$BASE_WT"
+    git -C "$ROOT" worktree prune 2>/dev/null || true  # forgets worktrees whose directory is gone
+  fi
+  BASE_WT=""
 }
 
 # ---------------------------------------------------------------- processes
@@ -142,6 +217,8 @@ cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
   for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  remove_base_worktree
+  [[ -n $BASE_TMP ]] && rm -rf "$BASE_TMP"
   if [[ -n $RUNDIR && -d $RUNDIR ]]; then
     if [[ $KEEP_RUNDIR == 1 || $rc != 0 ]]; then log "logs kept in $RUNDIR"; else rm -rf "$RUNDIR"; fi
   fi
@@ -217,7 +294,7 @@ run_wrk() {
     "$(awk -v c0="$c0" -v c1="$c1" -v i0="$i0" -v i1="$i1" 'BEGIN { printf "%.0f", 100 * (i1 - i0) / (c1 - c0) }')" \
     "$(awk -v c0="$c0" -v c1="$c1" -v s0="$st0" -v s1="$st1" 'BEGIN { printf "%.1f", 100 * (s1 - s0) / (c1 - c0) }')" \
     >>"$RAW"
-  log "$(printf '%-5s c%-4s rep%s %-8s %10s req/s  p50 %8sus  p99 %9sus  err %s' "$method" "$conns" "$rep" "$tgt" "$rps" "$p50" "$p99" "$(( ${errs:-0} + ${non2xx:-0} ))")"
+  log "$(printf '%-5s c%-4s rep%s %-*s %10s req/s  p50 %8sus  p99 %9sus  err %s' "$method" "$conns" "$rep" "$TW" "$tgt" "$rps" "$p50" "$p99" "$(( ${errs:-0} + ${non2xx:-0} ))")"
 }
 
 # ---------------------------------------------------------------- sanity checks
@@ -248,14 +325,17 @@ install_missing
 command -v curl >/dev/null || die "curl needed for sanity checks"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-declare -A TPORT=([direct]=$UP_PORT [nginx]=$NGX_PORT [haproxy]=$HAP_PORT [outbox]=$OBX_PORT)
+declare -A TPORT=([direct]=$UP_PORT [nginx]=$NGX_PORT [haproxy]=$HAP_PORT [outbox]=$OBX_PORT [outbox-base]=$OBX_BASE_PORT)
 declare -A TPGID=([direct]=0)
 
-for p in $UP_PORT $NGX_PORT $HAP_PORT $OBX_PORT; do
+ports=("$UP_PORT" "$NGX_PORT" "$HAP_PORT" "$OBX_PORT")
+if ((BASELINE)); then ports+=("$OBX_BASE_PORT"); fi
+for p in "${ports[@]}"; do
   port_open "$p" && die "$HOST:$p is already in use; stop whatever listens there first"
 done
 
 if wants outbox; then build_outbox; log "outbox binary: $OUTBOX_BIN"; fi
+if ((BASELINE)); then build_baseline; log "outbox-base binary: $OUTBOX_BASELINE_BIN ($BASE_DESC)"; fi
 
 RUNDIR=$(mktemp -d /tmp/fwdbench.XXXXXX)
 chmod 755 "$RUNDIR"   # nginx workers run as nobody and may need their temp dirs
@@ -269,6 +349,19 @@ EST=$(( n_m * n_c * REPS * n_t * (DURATION + 2) + n_m * n_t * (WARMUP + 1) + 20 
 MAX_TOTAL_S=${MAX_TOTAL_S:-$((EST + 300))}
 log "targets: ${ALL_TARGETS[*]}; methods: $METHODS; conns: $CONNS; reps: $REPS x ${DURATION}s; est. ${EST}s (cap ${MAX_TOTAL_S}s)"
 log "rundir: $RUNDIR"
+
+# Only flags and a private data dir: a config named by the caller's environment must
+# not change what is measured. Logging at warn, as nginx/haproxy log nothing per request.
+# The baseline is started by this same function, so old and new differ only in the binary.
+start_outbox() {  # target binary
+  local name=$1 bin=$2
+  # shellcheck disable=SC2086  # OUTBOX_ARGS is a list of flags
+  start_bg "$name" env -u OUTBOX_CONFIG -u OUTBOX_ADMIN_TOKEN "$bin" serve \
+    --listen "$HOST:${TPORT[$name]}" --upstream "http://$HOST:$UP_PORT" \
+    --data-dir "$RUNDIR/$name-data" --log-level warn $OUTBOX_ARGS
+  TPGID[$name]=$STARTED
+  wait_port "${TPORT[$name]}" "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)"
+}
 
 render "$HERE/upstream.conf" "$RUNDIR/upstream.conf"
 start_bg upstream nginx -p "$RUNDIR" -e "$RUNDIR/upstream.err" -c "$RUNDIR/upstream.conf"
@@ -287,16 +380,8 @@ for t in "${ALL_TARGETS[@]}"; do
       haproxy -c -q -f "$RUNDIR/haproxy.cfg" || die "haproxy config check failed"
       start_bg haproxy haproxy -db -f "$RUNDIR/haproxy.cfg"
       TPGID[haproxy]=$STARTED; wait_port "$HAP_PORT" "$STARTED" 10 ;;
-    outbox)
-      # Only flags and a private data dir: a config named by the caller's environment
-      # must not change what is measured. Logging at warn, as nginx/haproxy log nothing
-      # per request.
-      # shellcheck disable=SC2086  # OUTBOX_ARGS is a list of flags
-      start_bg outbox env -u OUTBOX_CONFIG -u OUTBOX_ADMIN_TOKEN "$OUTBOX_BIN" serve \
-        --listen "$HOST:$OBX_PORT" --upstream "http://$HOST:$UP_PORT" \
-        --data-dir "$RUNDIR/outbox-data" --log-level warn $OUTBOX_ARGS
-      TPGID[outbox]=$STARTED
-      wait_port "$OBX_PORT" "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)" ;;
+    outbox) start_outbox outbox "$OUTBOX_BIN" ;;
+    outbox-base) start_outbox outbox-base "$OUTBOX_BASELINE_BIN" ;;
   esac
   check_target "$t" "${TPORT[$t]}"
   log "$t ok on $HOST:${TPORT[$t]}"
@@ -322,7 +407,8 @@ done
 echo
 echo "# forward benchmark: wrk -t$THREADS -d${DURATION}s, median of $REPS interleaved runs; $(nproc) CPUs shared by wrk+proxy+upstream"
 echo "# upstream: nginx worker_processes 1; nginx-proxy workers=$WORKERS keepalive=$NGX_KEEPALIVE$(wants haproxy && echo "; haproxy nbthread=$WORKERS")$(wants outbox && echo "; outbox --log-level warn")"
-awk -F'\t' -v order="${ALL_TARGETS[*]}" '
+if ((BASELINE)); then echo "# outbox: $OBX_DESC; outbox-base: $BASE_DESC"; fi
+awk -F'\t' -v order="${ALL_TARGETS[*]}" -v base="$BASELINE" '
 function med(key,   n, i, j, a, t) {
   n = cnt[key]; for (i = 1; i <= n; i++) a[i] = v[key, i]
   for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
@@ -337,34 +423,58 @@ function add(k, x) { cnt[k]++; v[k, cnt[k]] = x + 0 }
   if (!(k in lo) || $5 + 0 < lo[k]) lo[k] = $5 + 0
   if (!(k in hi) || $5 + 0 > hi[k]) hi[k] = $5 + 0
   if (!seen[$1 SUBSEP $2]++) { combos[++nc] = $1 SUBSEP $2 }
+  rep[k, $3] = $5 + 0; if ($3 + 0 > nr) nr = $3 + 0
 }
 END {
   nt = split(order, T, " ")
-  printf "%-5s %5s %-9s %10s %6s %9s %9s %8s %8s %8s %8s %8s %6s %6s\n", \
-    "meth", "conns", "target", "req/s", "rng%", "p50_ms", "p99_ms", "rps/ngx", "p99/ngx", "rps/dir", "prx_us", "up_us", "idle%", "errs"
+  tw = 9; for (ti = 1; ti <= nt; ti++) if (length(T[ti]) > tw) tw = length(T[ti])
+  # with a baseline: two more columns, each target against outbox-base
+  bh = base ? sprintf(" %8s %8s", "rps/base", "cpu/base") : ""
+  printf "%-5s %5s %-*s %10s %6s %9s %9s %8s %8s %8s%s %8s %8s %6s %6s\n", \
+    "meth", "conns", tw, "target", "req/s", "rng%", "p50_ms", "p99_ms", "rps/ngx", "p99/ngx", "rps/dir", bh, "prx_us", "up_us", "idle%", "errs"
   for (ci = 1; ci <= nc; ci++) {
     split(combos[ci], mc, SUBSEP)
-    kn = combos[ci] SUBSEP "nginx"; kd = combos[ci] SUBSEP "direct"
+    kn = combos[ci] SUBSEP "nginx"; kd = combos[ci] SUBSEP "direct"; kb = combos[ci] SUBSEP "outbox-base"
     rn = (cnt[kn SUBSEP "rps"]) ? med(kn SUBSEP "rps") : 0; pn = (cnt[kn SUBSEP "p99"]) ? med(kn SUBSEP "p99") : 0
     cn = (cnt[kn SUBSEP "cpu"]) ? med(kn SUBSEP "cpu") : 0
     rd = (cnt[kd SUBSEP "rps"]) ? med(kd SUBSEP "rps") : 0
+    rb = (cnt[kb SUBSEP "rps"]) ? med(kb SUBSEP "rps") : 0; cb = (cnt[kb SUBSEP "cpu"]) ? med(kb SUBSEP "cpu") : 0
     for (ti = 1; ti <= nt; ti++) {
       k = combos[ci] SUBSEP T[ti]
       if (!cnt[k SUBSEP "rps"]) continue
-      r = med(k SUBSEP "rps"); p99 = med(k SUBSEP "p99")
-      printf "%-5s %5s %-9s %10.0f %6.0f %9.3f %9.3f %8s %8s %8s %8s %8.1f %6.0f %6d\n", mc[1], mc[2], T[ti], r, \
+      r = med(k SUBSEP "rps"); p99 = med(k SUBSEP "p99"); c = med(k SUBSEP "cpu")
+      bc = base ? sprintf(" %8s %8s", (rb ? sprintf("%.2f", r / rb) : "-"), \
+                  (cb && T[ti] != "direct" ? sprintf("%.2f", c / cb) : "-")) : ""
+      printf "%-5s %5s %-*s %10.0f %6.0f %9.3f %9.3f %8s %8s %8s%s %8s %8.1f %6.0f %6d\n", mc[1], mc[2], tw, T[ti], r, \
         (r > 0 ? 100 * (hi[k] - lo[k]) / r : 0), \
         med(k SUBSEP "p50") / 1000, p99 / 1000, \
-        (rn ? sprintf("%.2f", r / rn) : "-"), (pn ? sprintf("%.2f", p99 / pn) : "-"), (rd ? sprintf("%.2f", r / rd) : "-"), \
-        (T[ti] == "direct" ? "-" : sprintf("%.1f", med(k SUBSEP "cpu"))), med(k SUBSEP "up"), med(k SUBSEP "idle"), err[k]
+        (rn ? sprintf("%.2f", r / rn) : "-"), (pn ? sprintf("%.2f", p99 / pn) : "-"), (rd ? sprintf("%.2f", r / rd) : "-"), bc, \
+        (T[ti] == "direct" ? "-" : sprintf("%.1f", c)), med(k SUBSEP "up"), med(k SUBSEP "idle"), err[k]
       if (T[ti] == "outbox" && rn) {
         vs[++nv] = sprintf("%-5s c%-4s outbox/nginx: req/s x%.2f, p99 x%.2f, CPU %.1f vs %.1f us/req (x%s)", \
-          mc[1], mc[2], r / rn, (pn ? p99 / pn : 0), med(k SUBSEP "cpu"), cn, (cn ? sprintf("%.2f", med(k SUBSEP "cpu") / cn) : "-"))
+          mc[1], mc[2], r / rn, (pn ? p99 / pn : 0), c, cn, (cn ? sprintf("%.2f", c / cn) : "-"))
+      }
+      if (T[ti] == "outbox" && rb) {
+        # Per-rep ratios pair runs made back to back, so their spread shows how much of
+        # new/base is noise.
+        lo_r = hi_r = ""
+        for (i = 1; i <= nr; i++) {
+          if (!((k, i) in rep) || !((kb, i) in rep) || !rep[kb, i]) continue
+          x = rep[k, i] / rep[kb, i]
+          if (lo_r == "" || x < lo_r) lo_r = x
+          if (hi_r == "" || x > hi_r) hi_r = x
+        }
+        bv[++nb] = sprintf("%s c%s: new/base req/s %.2f×, CPU %.1f vs %.1f µs/req (%s×)%s%s", mc[1], mc[2], r / rb, c, cb, \
+          (cb ? sprintf("%.2f", c / cb) : "-"), \
+          (nr > 1 && lo_r != "" ? sprintf("; req/s per rep %.2f–%.2f×", lo_r, hi_r) : ""), \
+          (err[k] + err[kb] ? sprintf("; errors new %d, base %d", err[k], err[kb]) : ""))
       }
     }
   }
   print "# rng%: (max-min)/median of req/s over the reps (run-to-run noise)."
   print "# prx_us/up_us: CPU microseconds per request used by the proxy process group / the upstream (medians)."
   print "# idle%: machine-wide idle during the run (low = CPU-bound, numbers reflect CPU sharing). errs: socket errors + non-2xx, summed over reps."
+  if (base) print "# rps/base, cpu/base: req/s and prx_us relative to outbox-base (the baseline) in the same run."
   if (nv) { print ""; for (i = 1; i <= nv; i++) print vs[i] }
+  if (nb) { print ""; for (i = 1; i <= nb; i++) print bv[i] }
 }' "$RAW"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The durable queue on loopback, in one run:
 #   (a) durable 202s per second: wrk POSTing 1 KiB bodies with the upstream down, 64
-#       connections, next to this disk's limits for one file per operation (the seed's
+#       connections, next to this disk's limits for one file per operation (the queue's first
 #       design), one fdatasync per record, and batches of 64 (fsync-limit.c);
 #   (b) drain rate: the operations queued in (a) replayed into a local nginx once it starts;
 #   (c) restart with OPS_1M queued 1 KiB operations: time until listening, peak RSS.

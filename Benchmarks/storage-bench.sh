@@ -3,7 +3,7 @@
 # appenders, then reopen (recovery + index rebuild) time and RSS growth for N operations.
 #
 #   Benchmarks/storage-bench.sh            # N = 200000
-#   Benchmarks/storage-bench.sh 1000000    # the target size (~1.1 GiB of disk)
+#   Benchmarks/storage-bench.sh 1000000    # default maxOperations, a full queue (~1.1 GiB of disk)
 #   BENCH_DIR=/some/disk Benchmarks/storage-bench.sh
 #
 # It is a Swift Testing test (StorageBenchmark) that runs only when OUTBOX_STORAGE_BENCH is

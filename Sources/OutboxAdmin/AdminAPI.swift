@@ -4,8 +4,8 @@ import OutboxModel
 import OutboxQueue
 import OutboxTelemetry
 
-/// The admin API (SPEC §5) as one route table and one error envelope. Issue 3 needs status,
-/// operations, one operation and drain; the rest of the table lands with the admin issue.
+/// The admin API as one route table and one error envelope, so every endpoint answers errors
+/// and wrong methods the same way.
 package struct AdminAPI: Sendable {
     let queue: AdminQueueSource
     let redactHeaders: Set<String>
@@ -47,7 +47,7 @@ package struct AdminAPI: Sendable {
             }
         }
 
-        /// The methods each endpoint takes (SPEC §5), for dispatch and `Allow`.
+        /// The methods each endpoint takes, for dispatch and `Allow`.
         var methods: [String] {
             switch self {
             case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
@@ -201,9 +201,18 @@ package struct AdminAPI: Sendable {
             ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
             ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("retryCount", .int(op.state.retryCount)), ("maxRetries", .int(queue.maxRetries)),
-            ("nextAttemptAt", op.state.nextAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ("nextAttemptAt", Self.shownNextAttempt(op.state.nextAttemptAt, now: WallClock.millis())
+                .map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("lastError", .string(op.state.lastError)),
         ]
+    }
+
+    /// When a waiting operation will be tried, as shown: its schedule, or `now` once that has
+    /// passed. A schedule passes unused while the origin is offline or the process is down; the
+    /// operation is then due (the replayer takes it as soon as the lane and the origin allow),
+    /// and a time in the past would read as a replayer that fell behind.
+    static func shownNextAttempt(_ scheduled: Int64?, now: Int64) -> Int64? {
+        scheduled.map { max($0, now) }
     }
 
     private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {
@@ -215,7 +224,7 @@ package struct AdminAPI: Sendable {
         return .object(members)
     }
 
-    /// `[name, value]` pairs in order; listed names shown as "[redacted]" (SPEC §5). The stored
+    /// `[name, value]` pairs in order; `redactHeaders` shown as "[redacted]". The stored
     /// request keeps the real values for replay.
     private func headers(_ headers: HTTPHeaders) -> JSON {
         .array(headers.map { field in

@@ -2,7 +2,7 @@ import OutboxConfig
 import OutboxHTTP
 import OutboxModel
 
-/// Who may use the admin API (SPEC §5): a bearer token when one is set, else loopback peers
+/// Who may use the admin API: a bearer token when one is set, else loopback peers
 /// only; and never a browser on another site (`Origin`) or a DNS-rebound name (`Host`).
 package struct AdminGate: Sendable {
     let token: [UInt8]?

@@ -1,4 +1,4 @@
-/// The operator's dashboard (SPEC §5, `GET {prefix}/`): one self-contained HTML page with
+/// The operator's dashboard (`GET {prefix}/`): one self-contained HTML page with
 /// inline CSS and vanilla JS, no external assets, so it works on a machine with no network.
 /// It polls `{prefix}/status` and `{prefix}/operations?limit=100` every 2 s and drives the
 /// admin API's write endpoints (retry, delete, clear failed, prune, flush, connectivity).
@@ -181,7 +181,7 @@ enum DashboardPage {
   }
 
   // Every request goes to this origin: AdminGate refuses any other Origin, and the
-  // Content-Type is set only when there is a JSON body (SPEC §5).
+  // Content-Type is set only when there is a body: the admin API takes JSON and nothing else.
   async function call(method, path, body) {
     const headers = { "Accept": "application/json" };
     if (token) headers["Authorization"] = "Bearer " + token;
@@ -294,7 +294,7 @@ enum DashboardPage {
       row.append(el("td", { class: "err error-text" }, op.lastError || ""));
       const actions = el("td", { class: "row-actions" });
       const retry = el("button", { type: "button", "data-action": "retry", "data-op-id": op.id }, "Retry");
-      // The API retries failed, conflict and pending operations (SPEC §5); the others have
+      // The API retries failed, conflict and pending operations; the others have
       // nothing to retry.
       retry.disabled = !["failed", "conflict", "pending"].includes(op.status);
       const remove = el("button", { type: "button", class: "danger", "data-action": "delete", "data-op-id": op.id }, "Delete");

@@ -1,6 +1,6 @@
 import OutboxModel
 
-/// Turns `outbox`'s arguments into an `OutboxCommand` (SPEC §1). Pure: it reads no files and
+/// Turns `outbox`'s arguments into an `OutboxCommand`. Pure: it reads no files and
 /// no environment; `ConfigLoader` does that with the options it returns.
 public enum CommandLineParser {
     /// The option a value-taking flag sets; nil for anything else.

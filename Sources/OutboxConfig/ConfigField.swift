@@ -94,7 +94,7 @@ struct ConfigField {
         return number
     }
 
-    /// A duration in seconds: finite, 0...maxSeconds, fractions allowed (SPEC §2).
+    /// A duration in seconds: finite, 0...maxSeconds, fractions allowed (`0.2`).
     func seconds() throws(ConfigError) -> Double {
         let number = try number()
         guard number.isFinite, number >= 0, number <= Self.maxSeconds else {

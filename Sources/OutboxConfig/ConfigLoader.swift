@@ -2,7 +2,7 @@ import Glibc
 import OutboxModel
 import OutboxTelemetry
 
-/// Builds the effective configuration from the three sources SPEC §1 names, in rising
+/// Builds the effective configuration from its three sources, in rising
 /// precedence: the config file, the command-line flags, `OUTBOX_ADMIN_TOKEN`.
 public enum ConfigLoader {
     /// Config files are small; a bound keeps `--config /dev/zero` from eating memory.

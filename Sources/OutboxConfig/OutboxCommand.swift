@@ -1,4 +1,4 @@
-/// What the command line asks for (SPEC §1).
+/// What the command line asks for.
 public enum OutboxCommand: Sendable, Equatable {
     /// Run the proxy (`outbox [serve] …`).
     case serve(CommandLineOptions)

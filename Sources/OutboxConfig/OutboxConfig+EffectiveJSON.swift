@@ -1,9 +1,10 @@
 import OutboxModel
 
 extension OutboxConfig {
-    /// The effective config as pretty JSON in SPEC §2 key order (what `check-config` prints),
-    /// every key present, the extension keys `logLevel` and `limits.shutdownTimeoutSeconds`
-    /// included; `parse(json: effectiveJSON()) == self` holds whenever `admin.token` is nil.
+    /// The effective config as pretty JSON in `config.example.json`'s key order (what
+    /// `check-config` prints), every key present, the extension keys `logLevel` and
+    /// `limits.shutdownTimeoutSeconds` included; `parse(json: effectiveJSON()) == self` holds
+    /// whenever `admin.token` is nil.
     /// A set token prints as `"[set]"` so secrets never reach a terminal or a log. No trailing
     /// newline.
     public func effectiveJSON() -> String {
@@ -62,7 +63,7 @@ extension OutboxConfig {
 }
 
 /// The few JSON shapes `effectiveJSON` prints, with an ordered object and a layout that keeps
-/// scalar arrays on one line, the way SPEC §2 writes them.
+/// scalar arrays on one line, the way `config.example.json` writes them.
 private indirect enum JSONText {
     case null
     case bool(Bool)

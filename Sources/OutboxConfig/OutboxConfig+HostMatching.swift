@@ -1,5 +1,5 @@
 extension OutboxConfig.ForwardProxy {
-    /// Whether `allowedHosts` lets a forward-proxy request reach `host` (SPEC §3). Matching is
+    /// Whether `allowedHosts` lets a forward-proxy request reach `host` (else 403). Matching is
     /// case-insensitive and ignores IPv6 brackets and one trailing dot: `*` matches every host,
     /// `*.example.com` matches `api.example.com` and `a.b.example.com` but not `example.com`
     /// (list both to allow both), any other entry matches only itself. `enabled` is not consulted.

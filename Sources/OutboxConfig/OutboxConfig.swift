@@ -1,12 +1,12 @@
 import OutboxTelemetry
 
-/// The whole effective configuration (SPEC §2), every key with its default.
+/// The whole effective configuration, every key with its default.
 ///
 /// A plain value: build it with `parse(json:)` or `ConfigLoader.load`, which check every
-/// value, or set fields directly in tests. Two keys go beyond SPEC §2: `logLevel` and
+/// value, or set fields directly in tests. Two keys go beyond `config.example.json`: `logLevel` and
 /// `limits.shutdownTimeoutSeconds`.
 public struct OutboxConfig: Sendable, Equatable {
-    /// `forwardProxy`: which absolute-form and CONNECT requests are served (SPEC §3).
+    /// `forwardProxy`: which absolute-form and CONNECT requests are served.
     public struct ForwardProxy: Sendable, Equatable {
         /// When false, absolute-form and CONNECT requests are refused with 403.
         public var enabled = true
@@ -15,7 +15,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var allowedHosts = ["*"]
         /// Ports a CONNECT may reach, each 1...65535.
         public var connectPorts = [443]
-        /// SPEC §2 defaults.
+        /// The documented defaults.
         public init() {}
     }
 
@@ -31,13 +31,13 @@ public struct OutboxConfig: Sendable, Equatable {
         public var ttlSeconds: Double = 604_800
         /// How long a completed operation and its response are kept.
         public var completedRetentionSeconds: Double = 86_400
-        /// Upstream statuses that mean "unreachable" (SPEC §4), each 100...599.
+        /// Upstream statuses that mean "unreachable", each 100...599.
         public var unavailableStatuses = [502, 503, 504]
-        /// SPEC §2 defaults.
+        /// The documented defaults.
         public init() {}
     }
 
-    /// `retry`: replay backoff (SPEC §2). Delay before retry n is
+    /// `retry`: replay backoff. Delay before retry n is
     /// `baseDelaySeconds × multiplier^(n−1)`, capped at `maxDelaySeconds`, then jittered.
     public struct Retry: Sendable, Equatable {
         /// The preset the other values started from; explicit keys may have changed them since.
@@ -54,7 +54,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var jitter = true
         /// Statuses that are retried rather than failing the operation, each 100...599.
         public var retryableStatuses = [408, 425, 429, 500, 502, 503, 504]
-        /// SPEC §2 defaults, which are the `default` preset.
+        /// The documented defaults, which are the `default` preset.
         public init() {}
     }
 
@@ -69,7 +69,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var connectTimeoutSeconds: Double = 2
         /// Longest wait for a response head once the request is sent.
         public var responseTimeoutSeconds: Double = 30
-        /// SPEC §2 defaults.
+        /// The documented defaults.
         public init() {}
     }
 
@@ -77,11 +77,11 @@ public struct OutboxConfig: Sendable, Equatable {
     public struct Idempotency: Sendable, Equatable {
         /// A header field name (token), compared case-insensitively.
         public var header = "Idempotency-Key"
-        /// SPEC §2 defaults.
+        /// The documented defaults.
         public init() {}
     }
 
-    /// `admin`: where the admin API lives and who may use it (SPEC §5).
+    /// `admin`: where the admin API lives and who may use it.
     public struct Admin: Sendable, Equatable {
         /// Starts with "/", has no trailing "/", e.g. `/admin`.
         public var pathPrefix = "/admin"
@@ -93,7 +93,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var token: String? = nil
         /// Lowercased header names whose values the admin API shows as `"[redacted]"`.
         public var redactHeaders = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
-        /// SPEC §2 defaults.
+        /// The documented defaults.
         public init() {}
     }
 
@@ -109,7 +109,7 @@ public struct OutboxConfig: Sendable, Equatable {
         public var maxConnections = 4096
         /// Extension key: longest wait for in-flight exchanges after SIGTERM/SIGINT.
         public var shutdownTimeoutSeconds: Double = 10
-        /// SPEC §2 defaults plus `shutdownTimeoutSeconds` 10.
+        /// The documented defaults plus `shutdownTimeoutSeconds` 10.
         public init() {}
     }
 
@@ -136,6 +136,6 @@ public struct OutboxConfig: Sendable, Equatable {
     /// See `Limits`.
     public var limits = Limits()
 
-    /// Every key at its default (SPEC §2, `logLevel` info, `limits.shutdownTimeoutSeconds` 10).
+    /// Every key at its default (`logLevel` info, `limits.shutdownTimeoutSeconds` 10).
     public init() {}
 }

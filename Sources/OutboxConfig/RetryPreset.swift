@@ -1,4 +1,4 @@
-/// A named set of backoff settings, as in the seed's `RetryPolicy` (SPEC §2). A config's
+/// A named set of backoff settings, so one word in a config picks a whole policy. A config's
 /// `retry.preset` supplies `maxRetries`, `baseDelaySeconds`, `multiplier`, `maxDelaySeconds`
 /// and `jitter`; keys written next to it override the preset's values one by one.
 public enum RetryPreset: String, Sendable, CaseIterable {
@@ -27,7 +27,7 @@ extension OutboxConfig.Retry {
         case .conservative:
             (maxRetries, baseDelaySeconds, multiplier, maxDelaySeconds, jitter) = (3, 5, 3, 120, true)
         case .linear:
-            // The seed's linear policy caps at its interval, so every delay is exactly 5 s.
+            // Linear means a constant interval: the cap equals it, so every delay is exactly 5 s.
             (maxRetries, baseDelaySeconds, multiplier, maxDelaySeconds, jitter) = (5, 5, 1, 5, false)
         case .immediate:
             (maxRetries, baseDelaySeconds, multiplier, maxDelaySeconds, jitter) = (3, 0.1, 1, 0.1, false)

@@ -7,7 +7,7 @@ public struct HTTPParserLimits: Sendable, Equatable {
     /// Largest body in bytes; nil means unlimited.
     public var maxBodyBytes: Int?
 
-    /// Limits with the defaults of SPEC §2: 64 KiB heads, unlimited bodies.
+    /// Limits with the config's default head size (64 KiB) and no body limit.
     public init(maxHeaderBytes: Int = 65536, maxBodyBytes: Int? = nil) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes

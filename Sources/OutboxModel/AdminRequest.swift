@@ -1,3 +1,5 @@
+import OutboxHTTP
+
 /// One admin request, parsed: method, path below the prefix, query, body. Built by the proxy
 /// path, served by the admin API; it lives below both so neither imports the other.
 package struct AdminRequest: Sendable {
@@ -5,7 +7,7 @@ package struct AdminRequest: Sendable {
     package var path: String
     package var query: [String: String]
     package var body: [UInt8]
-    /// `?pretty`, or a curl user agent (SPEC §5 is made for curl).
+    /// Render the answer pretty (`rendersPretty`: `?pretty`, or curl).
     package var pretty: Bool
 
     package init(method: String, path: String, query: [String: String], body: [UInt8], pretty: Bool) {
@@ -26,6 +28,13 @@ package struct AdminRequest: Sendable {
             query[key] = parts.count > 1 ? String(parts[1]).replacingPlus.removingPercentEncodingOrSelf : ""
         }
         return (String(subpath[..<mark]), query)
+    }
+
+    /// Whether the answer to an admin request, its refusal included, is pretty JSON: for
+    /// `?pretty`, and for curl (`User-Agent: curl/…`), which people read in a terminal;
+    /// scripts and browsers get it compact.
+    package static func rendersPretty(_ head: HTTPRequestHead, query: [String: String]) -> Bool {
+        query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false)
     }
 }
 

@@ -14,7 +14,7 @@ package struct AdminResponse: Sendable {
         self.raw = raw
     }
 
-    /// The one error envelope (SPEC §5), shared with the proxy's own errors.
+    /// The one error envelope, shared with the proxy's own errors.
     package static func error(_ status: Int, _ code: String, _ message: String) -> AdminResponse {
         AdminResponse(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
     }

@@ -1,4 +1,4 @@
-/// Idempotency keys and request fingerprints (SPEC §4).
+/// Idempotency keys and request fingerprints: a write repeated with the same key is one operation.
 package enum IdempotencyKey {
     /// 1–255 visible ASCII characters: long enough for any UUID or hash, safe in logs and JSON.
     package static func isValid(_ key: String) -> Bool {

@@ -1,7 +1,7 @@
 import Foundation
 import OutboxHTTP
 
-/// Where an operation stands (SPEC §4). `pending` and `inProgress` are "not finished".
+/// Where an operation stands. `pending` and `inProgress` are "not finished".
 public enum OperationStatus: String, Sendable, CaseIterable {
     case pending, inProgress, completed, failed, conflict
 
@@ -9,7 +9,7 @@ public enum OperationStatus: String, Sendable, CaseIterable {
     public var isFinished: Bool { self == .completed || self == .failed || self == .conflict }
 }
 
-/// Replay order within an origin: higher first, FIFO within one priority (the seed's model).
+/// Replay order within an origin: higher first, FIFO within one priority.
 public enum OperationPriority: Int, Sendable, Comparable, CaseIterable {
     case low = 0, normal = 1, high = 2, critical = 3
 
@@ -66,7 +66,7 @@ public struct OperationRequest: Sendable, Equatable {
     public var headers: HTTPHeaders
     public var body: [UInt8]
     public var idempotencyKey: String
-    /// SHA-256 over method, target and body: "the same request" for idempotency (SPEC §4).
+    /// SHA-256 over method, target and body: "the same request" for idempotency (else 422).
     public var fingerprint: [UInt8]
     public var priority: OperationPriority
     public var tag: String?

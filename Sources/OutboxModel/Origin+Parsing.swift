@@ -3,6 +3,21 @@
 extension Origin {
     /// `http://host[:port][/path][?query]` → origin and origin-form target (RFC 9112 §3.2.2).
     package static func parseAbsolute(_ target: String) -> (Origin, String)? {
+        guard let (scheme, authority) = absoluteAuthority(target) else { return nil }
+        // userinfo in a request target is deprecated and a phishing vector (RFC 9110 §4.2.4).
+        if authority.contains("@") || authority.isEmpty { return nil }
+        guard let (host, port) = parseAuthority(String(authority), defaultPort: scheme == .https ? 443 : 80) else { return nil }
+        var path = String(target[authority.endIndex...])
+        if path.contains("#") { return nil }
+        if path.isEmpty { path = "/" } else if path.hasPrefix("?") { path = "/" + path }
+        return (Origin(scheme: scheme, host: host, port: port), path)
+    }
+
+    /// The scheme and the authority text of an `http://` or `https://` target, exactly as the
+    /// client wrote it (not checked); nil for any other form.
+    package static func absoluteAuthority(_ target: String) -> (Origin.Scheme, Substring)? {
+        // Every forwarded head asks: answer origin-form ("/…") without making a String.
+        guard let first = target.utf8.first, first | 0x20 == UInt8(ascii: "h") else { return nil }
         let lower = target.prefix(8).lowercased()
         let scheme: Origin.Scheme
         let rest: Substring
@@ -16,14 +31,7 @@ extension Origin {
             return nil
         }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
-        // userinfo in a request target is deprecated and a phishing vector (RFC 9110 §4.2.4).
-        if authority.contains("@") || authority.isEmpty { return nil }
-        guard let (host, port) = parseAuthority(String(authority), defaultPort: scheme == .https ? 443 : 80) else { return nil }
-        var path = String(rest[authorityEnd...])
-        if path.contains("#") { return nil }
-        if path.isEmpty { path = "/" } else if path.hasPrefix("?") { path = "/" + path }
-        return (Origin(scheme: scheme, host: host, port: port), path)
+        return (scheme, rest[..<authorityEnd])
     }
 
     /// `host:port`, `[v6]:port`, or a bare host when `defaultPort` is given.

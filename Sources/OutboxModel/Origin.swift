@@ -45,7 +45,8 @@ public enum UpstreamError: Error, Sendable, Equatable {
     /// The connection ended in the middle of a response body that was already being relayed.
     case truncated(String)
 
-    /// SPEC §4: refused/unresolvable, dropped before a complete head, or no head in time.
+    /// Whether the origin counts as offline: refused/unresolvable, dropped before a complete
+    /// head, or no head in time.
     public var meansUnreachable: Bool {
         switch self {
         case .connectFailed, .noResponse, .responseTimeout: true

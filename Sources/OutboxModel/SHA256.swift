@@ -1,5 +1,5 @@
 /// FIPS 180-4 SHA-256, small and dependency free (Foundation on Linux has no CryptoKit): the
-/// fingerprint that tells "the same request" for idempotency keys (SPEC §4). The integration
+/// fingerprint that tells "the same request" for idempotency keys. The integration
 /// tests keep their own copy on purpose: the harness never trusts product code.
 /// (Originally written for the test harness, where
 /// the streaming tests compare 64 MiB bodies without holding them.)

@@ -8,7 +8,7 @@ package enum UUIDText {
 
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Lowercase canonical text, as SPEC §4 shows ids.
+    /// Lowercase canonical text, the one form ids take in headers, JSON and admin URLs.
     package static func lowercase(_ uuid: UUID) -> String {
         withUnsafeBytes(of: uuid.uuid) { bytes in
             String(unsafeUninitializedCapacity: 36) { out in

@@ -10,7 +10,7 @@ package enum WallClock {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// `2026-11-29T15:04:05Z` (UTC, whole seconds, as in SPEC §4's example): the log timestamp
+    /// `2026-11-29T15:04:05Z` (UTC, whole seconds, like `queuedAt`): the log timestamp
     /// without its milliseconds.
     package static func iso8601(millis: Int64) -> String {
         String(timestamp(milliseconds: millis).dropLast(5)) + "Z"

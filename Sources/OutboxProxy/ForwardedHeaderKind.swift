@@ -14,7 +14,7 @@ enum ForwardedHeaderKind {
     /// when `Connection` names it: it frames the body this hop carries, and dropping it would
     /// leave the next hop reading that body as the next message.
     case contentLength
-    /// `Outbox-*` control headers: read by the proxy, never forwarded (SPEC §4).
+    /// `Outbox-*` control headers: read by the proxy, never forwarded (they steer this hop only).
     case control
 
     private static func bytes(_ text: StaticString) -> [UInt8] {

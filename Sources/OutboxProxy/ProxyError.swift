@@ -29,9 +29,10 @@ enum ProxyError: Error, Equatable {
         case .requestTimeout: 408
         case .upstream(let error):
             switch error {
-            // SPEC §4: refused and dropped-before-a-complete-head both mean unreachable.
+            // Refused and dropped-before-a-complete-head both mean unreachable: 503, retry later.
             case .connectFailed, .noResponse: 503
-            // Issue 2 asks for 504 here, where SPEC §4 counts a timeout as unreachable too.
+            // RFC 9110 §15.6.5: no timely answer is 504 Gateway Timeout, though the queue still
+            // counts the origin unreachable (a queueable request is stored, not answered 504).
             case .responseTimeout: 504
             case .invalidResponse, .truncated: 502
             }
@@ -81,7 +82,7 @@ enum ProxyError: Error, Equatable {
         }
     }
 
-    /// Whether the answer should tell the client when to retry (SPEC §4: 503 + Retry-After).
+    /// Whether the answer should tell the client when to retry (every 503 carries Retry-After).
     var wantsRetryAfter: Bool { status == 503 }
 }
 

@@ -80,7 +80,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         switch client.context.adminRoute(for: head.target, on: client.listener) {
         case .admin(let path):
             if let refusal = client.context.admin?.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
-                answerAdmin(refusal, pretty: false)
+                answerAdmin(refusal, pretty: AdminRequest.rendersPretty(head, query: AdminRequest.split(path).1))
                 return
             }
             adminPath = path
@@ -218,7 +218,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             if client.context.unavailableStatuses.contains(upstream.status) {
                 queue.originUnreachable(origin, reason: "HTTP \(upstream.status)")
                 if queueable {
-                    // SPEC §4: an unavailable status means "unreachable": store instead of relaying.
+                    // An unavailable status means "unreachable": store instead of relaying.
                     call?.cancel()
                     call = nil
                     store(queue)
@@ -335,7 +335,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         client.stream.flushSoon()
     }
 
-    // MARK: Queueable requests (SPEC §4)
+    // MARK: Queueable requests
 
     /// The whole request is here: answer from the idempotency record, store it, or forward it.
     private func decideQueueable(_ queue: QueueGateway) {
@@ -370,7 +370,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                       clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count))
         // Stored and replayed requests are framed by length; the key goes upstream on direct
-        // forwards too (SPEC §4), so a retry by the client is recognised by the origin. Headers
+        // forwards too, so a retry by the client is recognised by the origin. Headers
         // the client sent keep their place.
         if requestFraming != .contentLength(bodyCopy.count) {
             upstream.headers.removeAll("Transfer-Encoding")
@@ -446,7 +446,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    /// `202 Accepted` with the operation's id and key (SPEC §4).
+    /// `202 Accepted` with the operation's id and key, sent only once the operation is on disk.
     private func answerAccepted(_ info: QueuedOperationInfo) {
         let id = UUIDText.lowercase(info.id)
         let body = JSON.object([
@@ -491,7 +491,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         phase = .storing
         let (path, query) = AdminRequest.split(adminPath)
         let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
-                                   pretty: query["pretty"] != nil || (head.headers.first("User-Agent")?.hasPrefix("curl/") ?? false))
+                                   pretty: AdminRequest.rendersPretty(head, query: query))
         let bound = LoopBound(value: self, loop: client.loop)
         Task {
             let response = await admin.handle(request)

@@ -2,7 +2,7 @@ import OutboxConfig
 import OutboxHTTP
 import OutboxModel
 
-/// Where a request goes, decided from its target before anything is forwarded (SPEC §3).
+/// Where a request goes, decided from its target before anything is forwarded.
 enum Route: Equatable {
     /// Forward to `origin` with origin-form `target`.
     case origin(Origin, target: String, forwardMode: Bool)
@@ -71,6 +71,10 @@ package enum ProxyRules {
     /// `Expect` removed (the proxy answers `100 Continue` itself), `Via` and `X-Forwarded-*`
     /// added, body framing re-declared for the upstream hop (at most one `Content-Length`).
     /// Works on the stored bytes: no String per field.
+    ///
+    /// `X-Forwarded-Host` is the authority the client asked for: the one in an absolute-form
+    /// target (forward mode) even when the client's `Host` field says something else (a proxy
+    /// ignores the received `Host` for an absolute-form target, RFC 9112 §3.2.2), else `Host`.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
                                     clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
         var headers = HTTPHeaders()
@@ -110,7 +114,11 @@ package enum ProxyRules {
             headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
         }
         headers.add("X-Forwarded-Proto", "http")
-        if let originalHost { headers.add("X-Forwarded-Host", originalHost) }
+        if let (_, authority) = Origin.absoluteAuthority(head.target) {
+            headers.add("X-Forwarded-Host", String(authority))
+        } else if let originalHost {
+            headers.add("X-Forwarded-Host", originalHost)
+        }
         return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
     }
 

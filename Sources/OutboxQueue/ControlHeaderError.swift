@@ -1,5 +1,5 @@
 /// Why a request's `Outbox-*` control headers were refused; the proxy answers `400` with
-/// `message` (SPEC §4, control headers).
+/// `message`.
 public enum ControlHeaderError: Error, Sendable, Equatable {
     /// The header's value is not one it accepts.
     case invalidValue(header: String, value: String)

@@ -2,7 +2,7 @@ import Foundation
 import OutboxHTTP
 import OutboxModel
 
-/// The `Outbox-*` request headers that steer queueing (SPEC §4), parsed and validated.
+/// The `Outbox-*` request headers that steer queueing, parsed and validated.
 ///
 /// Each header may appear at most once; names are case-insensitive, as are the keyword
 /// values of `Outbox-Priority` and `Outbox-Mode`. Accepted values:

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What one origin's replay lane should do now (SPEC §4 ordering), from
+/// What one origin's replay lane should do now, by the queue's ordering rules, from
 /// `QueueIndex.nextReady(origin:now:)`.
 public struct LaneStep: Sendable, Equatable {
     /// The lane's next move.

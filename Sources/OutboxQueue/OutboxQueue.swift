@@ -12,8 +12,8 @@ public struct StoredAt: Sendable, Equatable {
     public var state: RecordLocation?
 }
 
-/// The durable queue: the log on disk, the index in memory, and the rules that join them
-/// (SPEC §4, §6). Every change is written to the log first and applied to the index only
+/// The durable queue: the log on disk, the index in memory, and the rules that join them.
+/// Every change is written to the log first and applied to the index only
 /// after its fdatasync, so the index never shows what a crash could lose.
 ///
 /// The index sits behind a `Mutex` rather than in an actor: the event loops ask it
@@ -49,7 +49,7 @@ public final class OutboxQueue: Sendable {
         let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
             switch event {
             case .created(let summary, var state, let location):
-                // SPEC §4: an operation in flight when the process died is pending again.
+                // At-least-once: an operation in flight when the process died is sent again.
                 if state.status == .inProgress { state.status = .pending }
                 do {
                     try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
@@ -445,7 +445,8 @@ extension OutboxQueue: AdminQueueSource {
         guard entry.status == .failed || entry.status == .conflict || entry.status == .pending else {
             return .failure(.notRetryable(entry.status))
         }
-        // A fresh start: the seed's retry (status pending, retryCount 0, error and conflict cleared).
+        // A fresh start (status pending, retryCount 0, error and conflict cleared): an admin retry
+        // grants the whole retry budget again, due now.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
         guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }

@@ -9,7 +9,7 @@ import OutboxModel
 package protocol QueueGateway: AnyObject, Sendable {
     /// Admin `PUT /admin/connectivity offline`: forward nothing, queue every queueable request.
     var forcedOffline: Bool { get }
-    /// Operations for `origin` not yet finished: new writes queue behind them (SPEC §4).
+    /// Operations for `origin` not yet finished: new writes queue behind them, never overtake them.
     func hasQueued(_ origin: Origin) -> Bool
     /// The stored operation carrying `idempotencyKey`, if any.
     func operation(withKey idempotencyKey: String) -> QueuedOperationInfo?

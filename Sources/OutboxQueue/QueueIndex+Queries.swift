@@ -60,7 +60,7 @@ extension QueueIndex {
     }
 
     /// Like `list(_:afterSequence:limit:)`, with the cursor given as the id of the last
-    /// operation seen (SPEC §5 `after`); nil when that id is not indexed.
+    /// operation seen (the admin API's `after` cursor); nil when that id is not indexed.
     public func list(_ filter: Filter = Filter(), after id: UUID, limit: Int) -> Page? {
         guard let slot = slot(of: id) else { return nil }
         return list(filter, afterSequence: records[Int(slot)].sequence, limit: limit)

@@ -2,7 +2,7 @@ import Foundation
 import OutboxModel
 
 /// The in-memory index of every stored operation: lookups by id and idempotency key, counts
-/// by status, listing in queue order, and each origin's replay lane (SPEC §4 ordering). Pure
+/// by status, listing in queue order, and each origin's replay lane (the rules below). Pure
 /// bookkeeping: the storage layer persists every change first, then tells the index.
 ///
 /// Layout, for a million operations in well under 200 MB: one contiguous array of compact
@@ -10,7 +10,7 @@ import OutboxModel
 /// tombstones outnumber live records), two `SlotTable`s (id → slot, key → slot) and, per
 /// origin and priority, a `LaneHeap` of the pending operations that are ready to go.
 ///
-/// Ordering rules (SPEC §4), per origin:
+/// Ordering rules, per origin:
 /// - One operation at a time: while one is `inProgress` the lane is busy.
 /// - Highest priority first, first-in first-out (creation order) within a priority.
 /// - The head of the lane backing off (`nextAttemptAt` in the future) makes the lane wait:
@@ -18,7 +18,7 @@ import OutboxModel
 /// - An operation whose `dependsOn` is pending or in progress is set aside, and the lane goes
 ///   on with the others. It cannot block the lane: its dependency may sit behind it (lower
 ///   priority) or in another origin, and blocking would then deadlock or couple origins that
-///   SPEC says replay independently. Operations depending on a set-aside one are set aside
+///   must replay independently. Operations depending on a set-aside one are set aside
 ///   too, because their own dependency is not completed. Once the dependency completes, the
 ///   operation rejoins its lane at its creation-order place.
 /// - When the dependency ends `failed` or `conflict`, the operation is reported in
@@ -220,7 +220,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     }
 
     /// True when `origin` has a pending or in-progress operation: a new write to it must be
-    /// queued behind them rather than forwarded (SPEC §4, nothing overtakes an older write).
+    /// queued behind them rather than forwarded, so nothing overtakes an older write.
     public func hasQueued(origin: Origin) -> Bool {
         guard let number = originNumbers[origin] else { return false }
         return lanes[Int(number)].unfinished > 0

@@ -1,7 +1,7 @@
 import OutboxModel
 import Synchronization
 
-/// Which origins are reachable (SPEC §4), and the probes that bring an offline one back.
+/// Which origins are reachable, and the probes that bring an offline one back.
 ///
 /// An origin goes offline when connecting fails, when the connection drops before a complete
 /// response head, when no head arrives in time, or when it answers with an
@@ -78,6 +78,14 @@ public final class Reachability: Sendable {
             return true
         }
         if cameBack { onOnline.withLock { $0 }?(origin) }
+    }
+
+    /// Probes `origin` once, now: true when it answers; otherwise it is marked offline with
+    /// `failure` as its last error and probed on its interval from then on.
+    public func probeOnce(_ origin: Origin, failure: String) async -> Bool {
+        if await probe(origin) { return true }
+        markOffline(origin, reason: failure)
+        return false
     }
 
     /// Every origin seen so far, for `/admin/status`.

@@ -9,7 +9,7 @@ package protocol ReplaySource: Sendable {
     func record(_ id: UUID, _ state: OperationState) async
     /// Applies the new state now and writes it behind the caller's back: the lane goes on
     /// while the group commit persists it. A crash before that write is durable replays the
-    /// operation once more with the same idempotency key — SPEC §4's at-least-once for
+    /// operation once more with the same idempotency key — at-least-once delivery for
     /// operations in flight.
     func recordSoon(_ id: UUID, _ state: OperationState)
     /// Origins with operations that are not finished.

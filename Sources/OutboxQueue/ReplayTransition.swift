@@ -1,10 +1,10 @@
 import OutboxModel
 
-/// The pure state changes of an operation during replay (SPEC §4): starting an attempt,
+/// The pure state changes of an operation during replay: starting an attempt,
 /// applying its outcome, expiring by TTL. The queue applies expiry itself, so that rule lives
 /// here; the attempt transitions extend this type in the replay layer.
 public enum ReplayTransition {
-    /// `lastError` of an operation that outlived `queue.ttlSeconds` (SPEC §4).
+    /// `lastError` of an operation that outlived `queue.ttlSeconds` unfinished: it fails.
     public static let expiredError = "expired"
 
     /// The `failed` ("expired") state for an unfinished operation created at `createdAt` that

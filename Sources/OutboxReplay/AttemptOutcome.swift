@@ -1,6 +1,6 @@
 import OutboxModel
 
-/// What one replay attempt means for its operation (SPEC §4, outcome table).
+/// What one replay attempt means for its operation.
 ///
 /// | upstream answer | outcome |
 /// | --- | --- |
@@ -10,7 +10,8 @@ import OutboxModel
 /// | any other status (1xx included: an upstream client never hands one over as final) | `failed` |
 ///
 /// 409 is checked before `retryableStatuses`, so configuring 409 as retryable has no effect:
-/// the SPEC gives conflicts their own status.
+/// a conflict needs someone to resolve it, which sending the same request again never does,
+/// so it gets its own status.
 public enum AttemptOutcome: Sendable, Equatable {
     /// The upstream accepted the request; its response is kept for `completedRetentionSeconds`.
     case completed(StoredResponse)

@@ -4,7 +4,7 @@ import OutboxQueue
 /// The replay layer's transitions: starting an attempt, applying its outcome, failing behind a
 /// failed dependency. The replayer persists whatever these return.
 extension ReplayTransition {
-    /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict` (SPEC §4).
+    /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
 
     /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no

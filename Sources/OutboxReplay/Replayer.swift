@@ -11,7 +11,7 @@ package protocol ReplayTransport: Sendable {
               maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
 }
 
-/// Delivers stored operations, one lane per origin (SPEC §4): one operation at a time per
+/// Delivers stored operations, one lane per origin: one operation at a time per
 /// origin, in the queue's order, with backoff between retries; origins replay independently.
 ///
 /// A lane runs while its origin has work and is online; it parks while the origin is offline
@@ -30,6 +30,8 @@ public actor Replayer {
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
+    /// Origins with work recovered at startup whose first probe has not answered yet.
+    private var unprobed: Set<Origin> = []
     private var random = SystemRandomNumberGenerator()
 
     /// Largest upstream response body kept with a completed or conflicted operation.
@@ -53,9 +55,24 @@ public actor Replayer {
 
     private func now() -> Int64 { clock.nowMilliseconds }
 
-    /// Starts lanes for every origin with stored work (after a restart).
+    /// Starts lanes for every origin with stored work (after a restart). Each origin is probed
+    /// before its lane's first attempt: a restart says nothing about whether the origin came
+    /// back, and an attempt against one that is still down would spend one of the operation's
+    /// retries ahead of its schedule. An origin that fails the probe is offline, and its
+    /// probes start the lane once it answers.
     package func startAll() {
-        for origin in source.originsWithWork { kick(origin) }
+        let origins = source.originsWithWork
+        unprobed.formUnion(origins)
+        for origin in origins {
+            Task { await self.startAfterProbe(origin) }
+        }
+    }
+
+    private func startAfterProbe(_ origin: Origin) async {
+        let reachable = await reachability.probeOnce(origin, failure: "unreachable at startup")
+        // Re-checked after the await: only this task clears the mark.
+        unprobed.remove(origin)
+        if reachable { kick(origin) }
     }
 
     /// Wakes `origin`'s lane, starting it if needed.
@@ -80,7 +97,7 @@ public actor Replayer {
     private func runLane(_ origin: Origin) async {
         while true {
             kicked.remove(origin)
-            if source.forcedOffline || !reachability.isOnline(origin) {
+            if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin) {
                 await park(origin, until: nil)
                 continue
             }

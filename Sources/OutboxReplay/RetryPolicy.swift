@@ -1,13 +1,13 @@
 import Foundation
 import OutboxConfig
 
-/// Replay backoff (SPEC §2): how many retries an operation gets and how long to wait before
+/// Replay backoff: how many retries an operation gets and how long to wait before
 /// each one.
 ///
 /// Built from `OutboxConfig.Retry`, whose preset the config has already applied. The delay
 /// before retry n (n = 1, 2, …) is `baseDelaySeconds × multiplier^(n−1)`, capped at
 /// `maxDelaySeconds`, then, when `jitter` is on, spread uniformly over 50 %–150 % of that
-/// nominal value (so a jittered delay can exceed the cap by half, as in the seed's policy).
+/// nominal value (the cap bounds the nominal delay, so a jittered one can exceed it by half).
 public struct RetryPolicy: Sendable, Equatable {
     /// Retries after the first attempt: an operation is attempted at most `1 + maxRetries` times.
     public var maxRetries: Int

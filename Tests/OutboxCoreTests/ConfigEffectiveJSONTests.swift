@@ -3,7 +3,7 @@ import Testing
 
 @Suite("OutboxConfig.effectiveJSON")
 struct ConfigEffectiveJSONTests {
-    @Test("the defaults print every key in SPEC §2 order, extension keys included")
+    @Test("the defaults print every key in config.example.json order, extension keys included")
     func defaultsGolden() {
         let expected = """
             {

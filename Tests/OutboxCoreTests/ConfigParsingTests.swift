@@ -18,7 +18,7 @@ func parseConfig(_ json: String) throws -> OutboxConfig {
 
 @Suite("OutboxConfig.parse")
 struct ConfigParsingTests {
-    @Test("config.example.json (SPEC §2's example) is the defaults plus its upstream")
+    @Test("config.example.json is the defaults plus its upstream")
     func specExampleIsDefaultsPlusUpstream() throws {
         let exampleURL = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

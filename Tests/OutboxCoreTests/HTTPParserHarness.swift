@@ -156,7 +156,7 @@ func drive<P: CollapsibleParser>(_ parser: P, _ input: [UInt8], cuts: [Int], com
 
 extension CollapsedEvent: Equatable {}
 
-/// Runs every feeding of `input` the brief asks for: whole, split in two at every byte
+/// Runs every feeding of `input` a socket could deliver: whole, split in two at every byte
 /// boundary, and one byte at a time (with and without moving unconsumed bytes).
 func outcomesOfEveryFeeding<P: CollapsibleParser>(_ makeParser: () -> P, _ input: [UInt8]) -> [(String, ParseOutcome)] {
     var results: [(String, ParseOutcome)] = [("whole", drive(makeParser(), input, cuts: [], compact: false))]

@@ -143,6 +143,30 @@ struct ProxyRulesTests {
         #expect(result.version == .http1_1)
     }
 
+    @Test("X-Forwarded-Host: the absolute-form authority in forward mode, the Host field in reverse mode", arguments: [
+        ("http://api.local:9000/v1/items", "other.example:8080", "api.local:9000"),
+        ("HTTP://API.Local/x?q=1", "api.local", "API.Local"),
+        ("http://[::1]:8081/p", "localhost", "[::1]:8081"),
+        ("/v1/items", "client.example:8080", "client.example:8080"),
+    ])
+    func forwardedHostNamesTheAuthorityTheClientAskedFor(target: String, host: String, forwardedHost: String) {
+        let client = head("GET", target, [("Host", host), ("X-Forwarded-Host", "spoofed.example")])
+        let result = ProxyRules.upstreamRequestHead(client, origin: Origin(scheme: .http, host: "h", port: 80), target: "/",
+                                                    clientAddress: "127.0.0.1", bodyFraming: .none)
+        #expect(result.headers.values("X-Forwarded-Host") == [forwardedHost])
+    }
+
+    @Test("X-Forwarded-Host in forward mode does not need a Host field (HTTP/1.0 clients)")
+    func forwardedHostWithoutHostField() {
+        let client = head("GET", "http://api.local:9000/", [])
+        let result = ProxyRules.upstreamRequestHead(client, origin: Origin(scheme: .http, host: "api.local", port: 9000), target: "/",
+                                                    clientAddress: "127.0.0.1", bodyFraming: .none)
+        #expect(result.headers.values("X-Forwarded-Host") == ["api.local:9000"])
+        let reverse = ProxyRules.upstreamRequestHead(head("GET", "/", []), origin: Origin(scheme: .http, host: "h", port: 80),
+                                                     target: "/", clientAddress: "127.0.0.1", bodyFraming: .none)
+        #expect(reverse.headers.values("X-Forwarded-Host").isEmpty)
+    }
+
     @Test("Outbox-* control headers are never forwarded")
     func controlHeadersStripped() {
         let client = head("POST", "/x", [("Host", "h"), ("Outbox-Priority", "high"), ("Outbox-Tag", "t"),

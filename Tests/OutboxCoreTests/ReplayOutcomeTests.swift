@@ -24,7 +24,7 @@ struct ReplayOutcomeTests {
         }
     }
 
-    @Test("an upstream status maps to the SPEC §4 outcome", arguments: [
+    @Test("an upstream status maps to its replay outcome", arguments: [
         (200, Kind.completed), (201, .completed), (204, .completed), (301, .completed), (304, .completed),
         (409, .conflict),
         (408, .retry), (425, .retry), (429, .retry), (500, .retry), (502, .retry), (503, .retry), (504, .retry),

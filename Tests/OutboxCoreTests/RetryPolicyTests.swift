@@ -4,7 +4,7 @@ import Testing
 
 @Suite("Retry policy: presets, backoff and jitter")
 struct RetryPolicyTests {
-    @Test("each preset has the SPEC §2 numbers", arguments: [
+    @Test("each preset has its documented numbers", arguments: [
         (RetryPreset.default, 5, 1.0, 2.0, 60.0, true),
         (.aggressive, 10, 0.5, 1.5, 30.0, true),
         (.conservative, 3, 5.0, 3.0, 120.0, true),

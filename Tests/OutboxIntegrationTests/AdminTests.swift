@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The admin API's writing endpoints and its gate (SPEC §5), through real sockets.
+/// The admin API's writing endpoints and its gate, through real sockets.
 @Suite("Admin API", .harnessThreads)
 struct AdminTests {
     @Test func retryOfAFailedOperationLeadsToDelivery() async throws {

@@ -3,7 +3,7 @@ import Glibc
 import OutboxService
 import Testing
 
-/// SPEC §1 command line: help, version, check-config, the listening line, and one clear line
+/// The command line: help, version, check-config, the listening line, and one clear line
 /// with the right exit code for every usage, config and runtime error; never a stack trace.
 @Suite("Command line", .harnessThreads)
 struct CommandLineTests {
@@ -51,7 +51,7 @@ struct CommandLineTests {
         #expect((limits?["maxHeaderBytes"] as? NSNumber)?.intValue == 8192, "\(result.stdoutText)")
         #expect((limits?["headerTimeoutSeconds"] as? NSNumber)?.doubleValue == 0.25, "\(result.stdoutText)")
         #expect(object["upstream"] as? String == "http://127.0.0.1:9")
-        // Effective means defaults filled in (SPEC §2).
+        // Effective means every key present, defaults filled in.
         let queue = object["queue"] as? [String: Any]
         #expect((queue?["maxBodyBytes"] as? NSNumber)?.intValue == 10_485_760, "\(result.stdoutText)")
     }

@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 CONNECT: a byte-for-byte tunnel to an allowed port, 403 for other ports, 503 when
+/// CONNECT: a byte-for-byte tunnel to an allowed port, 403 for other ports, 503 when
 /// nothing answers there.
 @Suite("CONNECT tunnels", .harnessThreads)
 struct ConnectTunnelTests {

@@ -103,7 +103,7 @@ struct ConnectionManagementTests {
             #expect(response.bodyText == "answer 2")
             #expect(try await upstream.waitForRequests(3).last?.body == Array(body.utf8))
         } else {
-            // Not safe to repeat: the origin may have acted on it. SPEC §4 calls this unreachable.
+            // Not safe to repeat: the origin may have acted on it; a drop before the head is a 503.
             expectErrorResponse(response, status: 503, from: outbox)
             #expect(upstream.requests.count == 2, "a non-idempotent request without an idempotency key was sent twice")
         }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The admin dashboard (SPEC §5, `GET /admin/`): served as one self-contained HTML page, and
+/// The admin dashboard (`GET /admin/`): served as one self-contained HTML page, and
 /// usable in a real browser against a proxy holding queued operations. The browser test needs
 /// Chromium, chromedriver and Selenium (`Tests/Scripts/install-browser.sh`) and is skipped,
 /// saying which is missing, when they are not installed.

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// SPEC §6 against the real binary: an acknowledged (`202`) write survives `kill -9`, a torn
+/// Durability against the real binary: an acknowledged (`202`) write survives `kill -9`, a torn
 /// or garbled tail of the newest storage file is cut off at startup with a log line, and the
 /// storage is private to its user (files 0600, directory 0700).
 @Suite("Durability", .harnessThreads)

@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 forward mode: absolute-form requests (what clients send with HTTP_PROXY) go to the
+/// Forward mode: absolute-form requests (what clients send with HTTP_PROXY) go to the
 /// named origin if `forwardProxy.allowedHosts` allows it, as origin-form requests.
 @Suite("Forward proxy mode", .harnessThreads)
 struct ForwardProxyTests {
@@ -46,6 +46,24 @@ struct ForwardProxyTests {
         let secondRequest = try #require(try await second.waitForRequests(1).first)
         #expect(secondRequest.target == "/items")
         #expect(secondRequest.bodyText == "body")
+        #expect(configuredUpstream.receivedByteCount == 0)
+    }
+
+    @Test func forwardedHostIsTheAbsoluteFormAuthorityWhenTheHostFieldDiffers() async throws {
+        let configuredUpstream = try TestUpstream()
+        let origin = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: configuredUpstream.baseURL, config: """
+            {"forwardProxy": {"enabled": true, "allowedHosts": ["127.0.0.1"], "connectPorts": [443]}}
+            """)
+        // The client addresses the origin by its numeric authority but names another host in
+        // Host (a stale or hand-written field): the request goes where the target says.
+        let response = try outbox.exchange(
+            "GET http://\(origin.authority)/where HTTP/1.1\r\nHost: elsewhere.example:8443\r\n\r\n")
+        #expect(response.status == 200, "\(response)\n\(outbox)")
+
+        let request = try #require(try await origin.waitForRequests(1).first)
+        #expect(request.headers.values("X-Forwarded-Host") == [origin.authority], "origin got:\n\(request.headers)")
+        #expect(request.headers.values("Host") == [origin.authority])
         #expect(configuredUpstream.receivedByteCount == 0)
     }
 

@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 keep-alive and pipelining on the client side, connection reuse on the upstream side.
+/// Keep-alive and pipelining on the client side, connection reuse on the upstream side.
 @Suite("Keep-alive and pipelining", .harnessThreads)
 struct KeepAliveTests {
     @Test func fiftySequentialRequestsShareOneClientConnection() async throws {

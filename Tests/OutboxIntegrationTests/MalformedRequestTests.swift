@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 "requests are checked before anything is forwarded or stored", as a table: each bad
+/// Requests are checked before anything is forwarded or stored, as a table: each bad
 /// input gets its status and the JSON error body, the upstream receives nothing, a 4xx closes
 /// the connection, and a fresh connection is served normally afterwards.
 @Suite("Malformed and refused requests", .harnessThreads)

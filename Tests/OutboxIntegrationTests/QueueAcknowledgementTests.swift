@@ -1,12 +1,12 @@
 import Foundation
 import Testing
 
-/// What a client is told when its request meets an unreachable origin (SPEC §4): a write is
+/// What a client is told when its request meets an unreachable origin: a write is
 /// stored and answered `202` with the operation's id and key; a read gets `503` with
 /// `Retry-After`; `Outbox-Mode: queue` stores a write even while the origin answers.
 @Suite("Queue: acknowledgement", .harnessThreads)
 struct QueueAcknowledgementTests {
-    /// Lowercase 8-4-4-4-12 hex, as the contract's ids are.
+    /// Lowercase 8-4-4-4-12 hex: one spelling per id, so clients can compare ids as strings.
     static func isLowercaseUUID(_ text: String) -> Bool {
         let groups = text.split(separator: "-", omittingEmptySubsequences: false)
         return groups.map(\.count) == [8, 4, 4, 4, 12]

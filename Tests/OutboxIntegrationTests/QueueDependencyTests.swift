@@ -1,6 +1,6 @@
 import Testing
 
-/// `Outbox-Depends-On` (SPEC §4): an operation waits until the one it names (by id or by
+/// `Outbox-Depends-On`: an operation waits until the one it names (by id or by
 /// idempotency key) is completed, and fails when that one ends failed or conflict.
 @Suite("Queue: dependencies", .harnessThreads)
 struct QueueDependencyTests {

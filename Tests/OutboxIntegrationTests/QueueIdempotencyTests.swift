@@ -1,6 +1,6 @@
 import Testing
 
-/// Idempotency keys (SPEC §4): a repeated write with the same key and request is the same
+/// Idempotency keys: a repeated write with the same key and request is the same
 /// operation, delivered once; the same key with another body is refused with 422; once
 /// completed, a repeat gets the stored upstream response marked `Idempotent-Replayed: true`.
 @Suite("Queue: idempotency", .harnessThreads)

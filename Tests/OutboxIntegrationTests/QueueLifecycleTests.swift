@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The ends of an operation's life and the probes that decide when replay starts (SPEC §4):
+/// The ends of an operation's life and the probes that decide when replay starts:
 /// TTL expiry, removal after `completedRetentionSeconds`, `GET probePath` probes, and a
 /// drain that cannot finish.
 @Suite("Queue: lifecycle and probes", .harnessThreads)

@@ -1,6 +1,6 @@
 import Testing
 
-/// `queue.maxOperations` (SPEC §6): when the store is full a new write gets `507`, what is
+/// `queue.maxOperations`: when the store is full a new write gets `507`, what is
 /// stored stays intact, and the proxy keeps forwarding to origins that answer.
 @Suite("Queue: limits", .harnessThreads)
 struct QueueLimitTests {

@@ -1,6 +1,6 @@
 import Testing
 
-/// In what order stored writes reach the origin (SPEC §4 "Replay"): one at a time, higher
+/// In what order stored writes reach the origin: one at a time, higher
 /// priority first, first-in first-out within a priority, and nothing overtakes an older
 /// write that is still queued.
 @Suite("Queue: delivery order", .harnessThreads)

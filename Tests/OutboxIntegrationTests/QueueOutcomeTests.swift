@@ -1,6 +1,6 @@
 import Testing
 
-/// Permanent outcomes of a replay (SPEC §4 outcome table): 409 is a `conflict` that keeps the
+/// Permanent outcomes of a replay: 409 is a `conflict` that keeps the
 /// upstream's answer, another 4xx is `failed`; either way the lane goes on with the next write.
 @Suite("Queue: conflict and failure", .harnessThreads)
 struct QueueOutcomeTests {

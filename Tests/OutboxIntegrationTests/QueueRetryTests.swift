@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-/// Retries of a stored write (SPEC §2 `retry.*`, §4 outcome table): retryable answers are
+/// Retries of a stored write (`retry.*`): retryable answers are
 /// tried again with the attempt number counting up, an upstream `Retry-After` sets the
 /// pause, and after `1 + maxRetries` attempts the operation fails.
 @Suite("Queue: retries", .harnessThreads)

@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 request bodies: chunked and Content-Length bodies reach the upstream byte for byte,
+/// Request bodies: chunked and Content-Length bodies reach the upstream byte for byte,
 /// and `Expect: 100-continue` is honoured.
 @Suite("Request bodies", .harnessThreads)
 struct RequestBodyTests {
@@ -10,7 +10,7 @@ struct RequestBodyTests {
     }
 
     /// Checks that a body that was chunked on the client side arrived as `expected`, framed
-    /// either way the brief allows (re-chunked, or with a Content-Length).
+    /// either way HTTP/1.1 allows a proxy (re-chunked, or with a Content-Length).
     static func expectIntactBody(_ request: RecordedRequest, _ expected: [UInt8],
                                  sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(request.body == expected, "got \(request.body.count) bytes, expected \(expected.count)",

@@ -1,6 +1,6 @@
 import Testing
 
-/// SPEC §3 reverse mode: origin-form requests go to the configured upstream, byte for byte
+/// Reverse mode: origin-form requests go to the configured upstream, byte for byte
 /// except for the hop-by-hop headers and the forwarding headers the proxy owns.
 @Suite("Reverse proxy mode", .harnessThreads)
 struct ReverseProxyTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// SPEC §3 "`https://` upstreams are supported": the real binary with `--upstream
+/// `https://` upstreams, on the same path as `http://` ones: the real binary with `--upstream
 /// https://127.0.0.1:PORT` against a Python HTTPS origin (`Tests/Scripts/tls_upstream.py`)
 /// whose certificate is signed by the loopback-only test CA. URLSession on Linux trusts only
 /// the system store, so the tests that talk TLS run where `Tests/Scripts/install-test-ca.sh`

@@ -1,7 +1,8 @@
 import Glibc
 import Testing
 
-/// SPEC §1 "SIGTERM / SIGINT: stop accepting, finish in-flight exchanges, exit 0".
+/// SIGTERM / SIGINT: stop accepting, finish in-flight exchanges, exit 0, so a service manager
+/// can stop Outbox without cutting a client off mid-response.
 @Suite("Graceful shutdown", .harnessThreads)
 struct ShutdownTests {
     @Test(arguments: [SIGTERM, SIGINT])

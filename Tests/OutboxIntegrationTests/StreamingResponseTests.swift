@@ -1,7 +1,7 @@
 import Testing
 
-/// SPEC §3 "responses streamed to the client as they arrive (a 1 GB download never sits in
-/// memory)": a 64 MiB body passes through intact while the proxy's peak RSS stays small.
+/// Responses are streamed to the client as they arrive, so a 1 GB download never sits in
+/// memory: a 64 MiB body passes through intact while the proxy's peak RSS stays small.
 @Suite("Streaming responses", .harnessThreads)
 struct StreamingResponseTests {
     static let bodySize = 64 << 20

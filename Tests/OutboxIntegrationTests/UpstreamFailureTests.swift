@@ -1,9 +1,10 @@
 import Testing
 
 /// What a client sees when the upstream fails for a non-queueable request: 503 with
-/// Retry-After when it is unreachable (SPEC §4: refused, or the connection drops before a
+/// Retry-After when it is unreachable (refused, or the connection drops before a
 /// complete response head), 502 when it answers garbage, 504 when it never answers within
-/// `reachability.responseTimeoutSeconds` (issue 2 says 504 where SPEC §4 would say 503).
+/// `reachability.responseTimeoutSeconds` (a gateway timeout, RFC 9110 §15.6.5, though for the
+/// queue that origin is unreachable too).
 @Suite("Upstream failures", .harnessThreads)
 struct UpstreamFailureTests {
     @Test func refusedConnectionGivesServiceUnavailableWithRetryAfter() async throws {

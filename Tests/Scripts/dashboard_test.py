@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Drives the Outbox admin dashboard (SPEC section 5, GET {prefix}/) in headless Chromium.
+"""Drives the Outbox admin dashboard (GET {prefix}/) in headless Chromium.
 
 Usage: dashboard_test.py BASE_URL SCREENSHOT.png [--expect-pending N] [--prefix /admin]
 

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -28,6 +29,10 @@ static inline int csystem_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 int csystem_accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
 // pipe2 too: a pipe whose ends are close-on-exec from the start, for code that spawns children.
 int csystem_pipe2(int fds[2], int flags);
+// Blocks until child `pid` has exited and reports how (exit code, or the signal with
+// *signaled = 1), leaving it to be reaped by whoever owns it (waitid with WNOWAIT).
+// Returns -1 (errno set) if `pid` is no child of ours or was already reaped.
+int csystem_wait_exit_without_reaping(pid_t pid, int *status, int *signaled);
 
 // CRC-32C (Castagnoli). `crc` is the value returned for the bytes before `data` (0 to start),
 // so a checksum can be computed over several pieces. Uses the SSE4.2 `crc32` instruction when

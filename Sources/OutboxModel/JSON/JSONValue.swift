@@ -38,7 +38,7 @@ package enum JSONValue: Sendable, Equatable {
     }
 
     /// A number as JSON text: integral values of safe magnitude without ".0" (so `604800`
-    /// prints as in SPEC §2), others in Swift's shortest round-tripping form.
+    /// prints as `config.example.json` writes it), others in Swift's shortest round-tripping form.
     package static func numberText(_ value: Double) -> String {
         if value == value.rounded(), abs(value) < 1e15 {
             return String(Int(value))

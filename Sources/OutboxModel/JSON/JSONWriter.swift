@@ -1,5 +1,5 @@
-/// A JSON value built by the admin API: ordered objects (fields appear as the SPEC lists
-/// them), rendered compact or pretty for curl users.
+/// A JSON value built by the admin API: ordered objects (fields come out in the order they
+/// are added, so every answer reads the same way), rendered compact or pretty for curl users.
 public indirect enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)

@@ -55,7 +55,9 @@ final class ChildProcess: Sendable {
         process.terminationHandler = { finished in
             let status: ExitStatus = finished.terminationReason == .uncaughtSignal
                 ? .signaled(finished.terminationStatus) : .exited(finished.terminationStatus)
-            observed.update { $0.exit = status }
+            observed.update { state in
+                if state.exit == nil { state.exit = status }
+            }
         }
         let failure = Self.runWithEmptySignalMask(process)
         // The child has its copies; ours would keep the pipes open after it exits.
@@ -70,6 +72,23 @@ final class ChildProcess: Sendable {
         pid = process.processIdentifier
         Self.drain(stdout.read, into: observed, isStderr: false)
         Self.drain(stderr.read, into: observed, isStderr: true)
+        Self.watchExit(of: pid, into: observed)
+    }
+
+    /// Learns of the exit from the kernel on a thread of its own, besides Foundation's
+    /// termination handler: on a loaded machine that handler was seen to run more than 15 s
+    /// after the child had exited. `waitid(WNOWAIT)` leaves the reaping to Foundation, so the
+    /// two never compete for the status; whichever reports first wins.
+    private static func watchExit(of pid: Int32, into observed: WaitableState<Observed>) {
+        Thread {
+            var code: Int32 = 0
+            var signaled: Int32 = 0
+            guard csystem_wait_exit_without_reaping(pid, &code, &signaled) == 0 else { return }
+            let status: ExitStatus = signaled != 0 ? .signaled(code) : .exited(code)
+            observed.update { state in
+                if state.exit == nil { state.exit = status }
+            }
+        }.start()
     }
 
     /// A pipe whose both ends are close-on-exec from the start (Foundation's `Pipe` is not):

@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 
 /// What a test can see of the proxy's data directory from outside: permission bits and the
-/// regular files under it, found without knowing the storage layout (SPEC §6 fixes only
-/// the modes and the crash behaviour, not the file names).
+/// regular files under it, found without knowing the storage layout (users rely only on
+/// the modes and the crash behaviour, not on file names, so the layout may change).
 enum DataDirectoryInspection {
     /// One regular file under the data directory.
     struct File: Sendable {

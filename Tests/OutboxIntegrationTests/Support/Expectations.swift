@@ -1,6 +1,6 @@
 import Testing
 
-/// Checks the error shape every proxy-made error shares (SPEC §3, §5): the status, a JSON
+/// Checks the error shape every proxy-made error shares: the status, a JSON
 /// content type, and a `{"error":{"code":"…","message":"…"}}` body. Failures show the response
 /// and the proxy's stderr.
 func expectErrorResponse(_ response: HTTPResponse, status: Int, from outbox: OutboxProcess,

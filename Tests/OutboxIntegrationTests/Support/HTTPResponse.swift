@@ -28,7 +28,7 @@ struct HTTPResponse: Sendable, CustomStringConvertible {
     /// The body decoded as UTF-8.
     var bodyText: String { String(decoding: body, as: UTF8.self) }
 
-    /// The `{"error":{"code","message"}}` envelope of SPEC §5, or nil when the body is not one.
+    /// The `{"error":{"code","message"}}` error envelope, or nil when the body is not one.
     var errorEnvelope: (code: String, message: String)? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let error = object["error"] as? [String: Any],

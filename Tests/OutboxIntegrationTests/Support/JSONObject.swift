@@ -51,6 +51,11 @@ struct JSONObject: CustomStringConvertible {
         (fields[key] as? [String: Any]).map { JSONObject(fields: $0) }
     }
 
+    /// An array of objects, nil when missing or of another type (non-objects are skipped).
+    func objects(_ key: String) -> [JSONObject]? {
+        (fields[key] as? [Any]).map { $0.compactMap { ($0 as? [String: Any]).map { JSONObject(fields: $0) } } }
+    }
+
     /// Whether `key` is present with the value null.
     func isNull(_ key: String) -> Bool { fields[key] is NSNull }
 

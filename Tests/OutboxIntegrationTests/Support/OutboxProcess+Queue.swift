@@ -1,7 +1,7 @@
 import Foundation
 
 /// Requests the queue tests make again and again: a write with a body, the admin API's
-/// operation and drain endpoints (SPEC §5), and bounded polling of one operation's status.
+/// operation and drain endpoints, and bounded polling of one operation's status.
 extension OutboxProcess {
     /// The config most queue tests share: probes every 0.1 s and fast retries without jitter,
     /// so an outage ends and a retry happens within a fraction of a second. `retry` and
@@ -44,20 +44,44 @@ extension OutboxProcess {
     }
 
     /// Polls the operation until its `status` is one of `statuses`; throws with the last
+    /// document seen when `timeout` passes.
+    func waitForOperation(_ id: String, toBe statuses: Set<String>,
+                          timeout: Duration = .seconds(15)) async throws -> JSONObject {
+        try await waitForOperation(id, describedAs: "\(statuses.sorted())", timeout: timeout) { document in
+            document.string("status").map { statuses.contains($0) } ?? false
+        }
+    }
+
+    /// Polls `GET /admin/operations/{id}` until `predicate` holds; throws with the last
     /// document seen when `timeout` passes. The admin API has no push channel, so polling
     /// (every 20 ms, bounded) is the event here. It looks once more after the deadline: a
     /// test thread that was descheduled past it must not fail on a stale answer.
-    func waitForOperation(_ id: String, toBe statuses: Set<String>,
-                          timeout: Duration = .seconds(15)) async throws -> JSONObject {
+    func waitForOperation(_ id: String, describedAs condition: String, timeout: Duration = .seconds(15),
+                          until predicate: (JSONObject) -> Bool) async throws -> JSONObject {
         let deadline = Deadline(after: timeout)
         while true {
             let expired = deadline.hasPassed
             let document = try operation(id)
-            if let status = document.string("status"), statuses.contains(status) { return document }
+            if predicate(document) { return document }
             if expired {
-                throw HarnessError("operation \(id) not \(statuses.sorted()) within \(timeout); last seen: "
-                                   + "\(document.text)\n\(self)")
+                throw HarnessError("operation \(id) not \(condition) within \(timeout); last seen: \(document.text)\n\(self)")
             }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Polls `GET /admin/status` until the entry of `origin` in `origins` satisfies
+    /// `predicate` (bounded, one last look after the deadline) and returns that entry.
+    func waitForOriginStatus(_ origin: String, timeout: Duration = .seconds(15),
+                             until predicate: (JSONObject) -> Bool) async throws -> JSONObject {
+        let deadline = Deadline(after: timeout)
+        while true {
+            let expired = deadline.hasPassed
+            let status = try JSONObject(admin("status"))
+            if let entry = status.objects("origins")?.first(where: { $0.string("origin") == origin }), predicate(entry) {
+                return entry
+            }
+            if expired { throw HarnessError("origin \(origin) not as expected within \(timeout); status: \(status)\n\(self)") }
             try await Task.sleep(for: .milliseconds(20))
         }
     }

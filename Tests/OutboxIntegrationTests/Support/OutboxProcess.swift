@@ -40,7 +40,7 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     }
 
     /// Starts `outbox --listen 127.0.0.1:0 --upstream UPSTREAM --data-dir TMP [--config TMP/config.json]`
-    /// and waits for its listening line. `config` is the JSON text of SPEC §2, written to a file.
+    /// and waits for its listening line. `config` is config-file JSON text, written to a file.
     /// `dataDirectory` replaces TMP/data, so a second process can reopen a killed one's queue.
     static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
                       dataDirectory: String? = nil,

@@ -1,4 +1,4 @@
-/// What a `202 Accepted` from the proxy promised (SPEC §4): the operation's id and
+/// What a `202 Accepted` from the proxy promised: the operation's id and
 /// idempotency key as the headers and the JSON body state them, with the raw response kept for
 /// assertions and failure messages.
 struct QueuedOperation: CustomStringConvertible {

@@ -1,4 +1,5 @@
-/// Reading the replay headers of SPEC §4 off a request the test upstream received.
+/// Reading the replay headers (`Outbox-Attempt`, the idempotency key, leaked control headers)
+/// off a request the test upstream received.
 extension RecordedRequest {
     /// `Outbox-Attempt` as a number, nil when missing or not a number.
     var attempt: Int? { headers["Outbox-Attempt"].flatMap { Int($0) } }
