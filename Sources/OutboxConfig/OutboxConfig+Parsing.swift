@@ -32,7 +32,7 @@ extension OutboxConfig {
             case "forwardProxy": config.forwardProxy = try ForwardProxy(field)
             case "queue": config.queue = try Queue(field)
             case "retry": config.retry = try Retry(field)
-            case "reachability": config.reachability = try Reachability(field)
+            case "reachability": config.reachability = try ReachabilitySettings(field)
             case "idempotency": config.idempotency = try Idempotency(field)
             case "admin": config.admin = try Admin(field)
             case "limits": config.limits = try Limits(field)
@@ -112,7 +112,7 @@ extension OutboxConfig.Retry {
     }
 }
 
-extension OutboxConfig.Reachability {
+extension OutboxConfig.ReachabilitySettings {
     fileprivate init(_ object: ConfigField) throws(ConfigError) {
         self.init()
         for (key, field) in try object.members() {

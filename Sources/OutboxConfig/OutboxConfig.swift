@@ -59,7 +59,7 @@ public struct OutboxConfig: Sendable, Equatable {
     }
 
     /// `reachability`: how an offline origin is probed, and how long an upstream may take.
-    public struct Reachability: Sendable, Equatable {
+    public struct ReachabilitySettings: Sendable, Equatable {
         /// Time between probes of an offline origin.
         public var probeIntervalSeconds: Double = 2
         /// nil: a probe is a TCP connect; else `GET probePath` expecting a status below 500.
@@ -128,7 +128,7 @@ public struct OutboxConfig: Sendable, Equatable {
     /// See `Retry`.
     public var retry = Retry()
     /// See `Reachability`.
-    public var reachability = Reachability()
+    public var reachability = ReachabilitySettings()
     /// See `Idempotency`.
     public var idempotency = Idempotency()
     /// See `Admin`.

@@ -30,7 +30,9 @@ import OutboxModel
 ///   Consequence: insert operations in creation order (the storage replays its log in order),
 ///   or a dependency inserted after its dependent is not seen.
 ///
-/// Not thread-safe: owned by one actor. `Locator` is whatever the storage layer needs to find
+/// A value type with no locking of its own: `OutboxQueue` keeps it behind one `Mutex`, since
+/// the event loops ask it synchronous questions on every queueable request (an actor hop per
+/// request would cost more than the lookup). `Locator` is whatever the storage layer needs to find
 /// an operation's records again (segment, offset, length…); the index only keeps it.
 public struct QueueIndex<Locator: Sendable>: Sendable {
     /// One operation as the index knows it.
