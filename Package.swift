@@ -32,7 +32,8 @@ let package = Package(
         // The replayer and the admin API are peers on top of the queue: neither knows the other,
         // the network or the proxy.
         .target(name: "OutboxReplay", dependencies: queueClient, swiftSettings: releaseSettings),
-        .target(name: "OutboxAdmin", dependencies: queueClient, swiftSettings: releaseSettings),
+        .target(name: "OutboxAdmin", dependencies: queueClient, resources: [.embedInCode("Resources/dashboard.html")],
+                swiftSettings: releaseSettings),
         .target(name: "OutboxProxy",
                 dependencies: ["OutboxNet", "OutboxQueue", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP",
                                "CSystem"],

@@ -4,8 +4,9 @@ import OutboxModel
 import OutboxQueue
 import OutboxTelemetry
 
-/// The admin API as one route table and one error envelope, so every endpoint answers errors
-/// and wrong methods the same way.
+/// The admin API as one route table and one table of errors (`AdminError`), so every endpoint
+/// answers errors and wrong methods the same way: handlers throw a case, `handle` turns it into
+/// the error envelope in one place.
 package struct AdminAPI: Sendable {
     let queue: AdminQueueSource
     let redactHeaders: Set<String>
@@ -14,6 +15,9 @@ package struct AdminAPI: Sendable {
     let metrics: Metrics
     /// `admin.pathPrefix`, for the links of the dashboard page.
     package let prefix: String
+    /// The dashboard with `prefix` filled in: the prefix never changes while the process runs,
+    /// so the page is built once here rather than on every request.
+    let dashboardPage: String
 
     package typealias Response = AdminResponse
 
@@ -25,6 +29,7 @@ package struct AdminAPI: Sendable {
         self.startedAt = startedAt
         self.metrics = metrics
         self.prefix = prefix
+        dashboardPage = DashboardPage.html(prefix: prefix)
     }
 
     /// The route table: path → endpoint; each endpoint checks its own methods.
@@ -58,57 +63,58 @@ package struct AdminAPI: Sendable {
         }
     }
 
+    /// The answer to one admin request (already past `AdminGate`); a failure is the envelope
+    /// of its `AdminError`, never a thrown error, so the proxy has one thing to render.
     package func handle(_ request: AdminRequest) async -> Response {
+        do {
+            return try await answer(request)
+        } catch {
+            return error.response
+        }
+    }
+
+    private func answer(_ request: AdminRequest) async throws(AdminError) -> Response {
         guard let endpoint = Endpoint(request.path.split(separator: "/", omittingEmptySubsequences: true)) else {
-            return error(404, "not_found", "no admin endpoint \(request.method) \(request.path)")
+            throw .noEndpoint(method: request.method, path: request.path)
         }
-        guard endpoint.methods.contains(request.method) else {
-            return methodNotAllowed(endpoint.methods.joined(separator: ", "))
-        }
+        guard endpoint.methods.contains(request.method) else { throw .methodNotAllowed(allow: endpoint.methods) }
         let reading = request.method == "GET" || request.method == "HEAD"
         switch endpoint {
         case .dashboard:
             // For browsers: one self-contained page; no other site may frame its buttons.
             return Response(status: 200, body: .null,
                             extraHeaders: [("Content-Security-Policy", "frame-ancestors 'none'")],
-                            raw: ("text/html; charset=utf-8", DashboardPage.html(prefix: prefix)))
+                            raw: ("text/html; charset=utf-8", dashboardPage))
         case .status:
             return Response(status: 200, body: status())
         case .operations where reading:
-            return listOperations(request.query)
+            return try listOperations(request.query)
         case .operations:
-            var status: OperationStatus?
-            if let text = request.query["status"], !text.isEmpty {
-                guard let parsed = OperationStatus(rawValue: text) else {
-                    return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
-                }
-                status = parsed
-            }
+            let status = try Self.statusFilter(request.query)
             let removed = await queue.deleteAll(status: status)
             return Response(status: 200, body: .object([("removed", .int(removed))]))
         case .operation(let id):
-            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            // An id that is not a UUID names no operation: the same 404 as an unknown one.
+            guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
             if !reading {
-                guard await queue.delete(uuid) else { return error(404, "not_found", "no operation \(id)") }
+                guard await queue.delete(uuid) else { throw .noOperation(id) }
                 return Response(status: 204, body: .null)
             }
-            guard let (snapshot, stored) = queue.detail(uuid) else {
-                return error(404, "not_found", "no operation \(id)")
-            }
+            guard let (snapshot, stored) = queue.detail(uuid) else { throw .noOperation(id) }
             return Response(status: 200, body: detail(snapshot, stored))
         case .retry(let id):
-            guard let uuid = UUID(uuidString: id) else { return error(404, "not_found", "no operation \(id)") }
+            guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
             switch await queue.retry(uuid) {
             case .success(let snapshot):
                 return Response(status: 200, body: summary(snapshot))
             case .failure(.notFound):
-                return error(404, "not_found", "no operation \(id)")
+                throw .noOperation(id)
             case .failure(.notRetryable(let status)):
-                return error(409, "conflict", "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried")
+                throw .notRetryable(id: id, status: status)
             }
         case .prune:
             guard let text = request.query["olderThanSeconds"], let seconds = Double(text), seconds >= 0, seconds.isFinite else {
-                return error(400, "bad_request", "olderThanSeconds: expected a number of seconds ≥ 0")
+                throw .invalid(field: "olderThanSeconds", expected: "a number of seconds ≥ 0")
             }
             let removed = await queue.prune(createdBefore: WallClock.millis() - Int64(seconds * 1000))
             return Response(status: 200, body: .object([("removed", .int(removed))]))
@@ -124,17 +130,17 @@ package struct AdminAPI: Sendable {
         case .connectivity:
             guard let document = try? JSONReader.parse(request.body), case .object(let members) = document,
                   case .string(let mode)? = members.first(where: { $0.key == "mode" })?.value else {
-                return error(400, "bad_request", "body: expected {\"mode\":\"offline\"} or {\"mode\":\"auto\"}")
+                throw .invalid(field: "body", expected: #"{"mode":"offline"} or {"mode":"auto"}"#)
             }
             guard mode == "offline" || mode == "auto" else {
-                return error(400, "bad_request", "mode: expected offline or auto, got \"\(mode)\"")
+                throw .invalid(field: "mode", expected: "offline or auto", got: mode)
             }
             queue.setForcedOffline(mode == "offline")
             return Response(status: 200, body: .object([("mode", .string(mode))]))
         case .drain:
             let timeout = Double(request.query["timeoutSeconds"] ?? "30")
             guard let timeout, timeout >= 0, timeout <= 3600 else {
-                return error(400, "bad_request", "timeoutSeconds: expected a number of seconds from 0 to 3600")
+                throw .invalid(field: "timeoutSeconds", expected: "a number of seconds from 0 to 3600")
             }
             let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
             return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
@@ -165,19 +171,23 @@ package struct AdminAPI: Sendable {
         return OperationStatus.allCases.map { ($0.rawValue, .int(counts[$0] ?? 0)) }
     }
 
-    private func listOperations(_ query: [String: String]) -> Response {
-        var status: OperationStatus?
-        if let text = query["status"], !text.isEmpty {
-            guard let parsed = OperationStatus(rawValue: text) else {
-                return error(400, "bad_request", "status: expected one of pending, inProgress, completed, failed, conflict")
-            }
-            status = parsed
+    /// The `status=` filter that listing and bulk delete share: nil when absent or empty (every
+    /// status), else one `OperationStatus` by its exact name.
+    static func statusFilter(_ query: [String: String]) throws(AdminError) -> OperationStatus? {
+        guard let text = query["status"], !text.isEmpty else { return nil }
+        guard let status = OperationStatus(rawValue: text) else {
+            throw .invalid(field: "status", expected: "one of " + OperationStatus.allCases.map(\.rawValue).joined(separator: ", "))
         }
+        return status
+    }
+
+    private func listOperations(_ query: [String: String]) throws(AdminError) -> Response {
+        let status = try Self.statusFilter(query)
         let limit = Int(query["limit"] ?? "100") ?? -1
-        guard (1...1000).contains(limit) else { return error(400, "bad_request", "limit: expected an integer from 1 to 1000") }
+        guard (1...1000).contains(limit) else { throw .invalid(field: "limit", expected: "an integer from 1 to 1000") }
         var after: UUID?
         if let text = query["after"], !text.isEmpty {
-            guard let cursor = UUID(uuidString: text) else { return error(400, "bad_request", "after: expected an operation id") }
+            guard let cursor = UUID(uuidString: text) else { throw .invalid(field: "after", expected: "an operation id") }
             after = cursor
         }
         let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], after: after, limit: limit)
@@ -240,15 +250,5 @@ package struct AdminAPI: Sendable {
     private func responseDocument(_ response: StoredResponse) -> JSON {
         let (key, value) = body(response.body)
         return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
-    }
-
-    private func methodNotAllowed(_ allow: String) -> Response {
-        var response = error(405, "method_not_allowed", "use \(allow)")
-        response.extraHeaders = [("Allow", allow)]
-        return response
-    }
-
-    func error(_ status: Int, _ code: String, _ message: String) -> Response {
-        AdminResponse.error(status, code, message)
     }
 }

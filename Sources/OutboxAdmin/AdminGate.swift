@@ -25,23 +25,23 @@ package struct AdminGate: Sendable {
 
     /// The refusal for this request, or nil when it may proceed.
     package func refusal(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminResponse? {
-        let api = AdminResponse.error
+        denial(for: head, peerIsLoopback: peerIsLoopback)?.response
+    }
+
+    /// Why this request may not proceed, as a case of the admin error table; nil when it may.
+    func denial(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminError? {
         if let token {
             guard let header = head.headers.first("Authorization"), header.hasPrefix("Bearer "),
                   AdminGate.constantTimeEquals(Array(header.utf8.dropFirst(7)), token) else {
-                var response = api(401, "unauthorized", "admin requests need Authorization: Bearer <admin.token>")
-                response.extraHeaders = [("WWW-Authenticate", "Bearer")]
-                return response
+                return .tokenRequired
             }
         } else if !peerIsLoopback {
-            return api(403, "forbidden", "without admin.token the admin API answers loopback clients only")
+            return .notLoopback
         }
         let host = head.headers.first("Host") ?? ""
-        guard hostIsOurs(host) else {
-            return api(403, "forbidden", "Host \(host) is not a loopback name or the listen address")
-        }
+        guard hostIsOurs(host) else { return .foreignHost(host) }
         if let origin = head.headers.first("Origin"), origin != "http://\(host)" {
-            return api(403, "forbidden", "cross-site admin request from Origin \(origin)")
+            return .crossSiteOrigin(origin)
         }
         return nil
     }

@@ -54,6 +54,21 @@ struct AdminTests {
         expectErrorResponse(try outbox.send("DELETE", "/admin/operations?status=lost"), status: 400, from: outbox)
     }
 
+    @Test func listAndDeleteByStatusRejectAnUnknownStatusAlikeAndDeleteNothing() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let queued = try outbox.enqueue(body: "kept")
+        let listed = try outbox.send("GET", "/admin/operations?status=lost")
+        let deleted = try outbox.send("DELETE", "/admin/operations?status=lost")
+        expectErrorResponse(listed, status: 400, from: outbox)
+        expectErrorResponse(deleted, status: 400, from: outbox)
+        #expect(listed.errorEnvelope?.code == "bad_request")
+        #expect(listed.errorEnvelope?.message.hasPrefix("status: ") == true, "\(listed)")
+        #expect(listed.errorEnvelope?.message == deleted.errorEnvelope?.message, "\(listed)\n\(deleted)")
+        #expect(try outbox.operation(queued.id).string("status") == "pending")
+    }
+
     @Test func offlineSwitchQueuesWritesWithTheUpstreamUpAndDeliversNothingUntilAuto() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("ok", status: 201)) }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())

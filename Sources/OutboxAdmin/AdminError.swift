@@ -1,0 +1,85 @@
+import OutboxModel
+
+/// Every error the admin API answers, as one table: each case has exactly one status and one
+/// `code`, and carries only what varies in its message. Handlers and the gate throw or return a
+/// case; `response` turns it into the one JSON error envelope (`AdminResponse.error`, which the
+/// proxy's own errors share), so a status, a code and its wording cannot drift apart from one
+/// endpoint to the next. Several cases may share a code (two kinds of `not_found`), never with
+/// different statuses.
+package enum AdminError: Error, Equatable, Sendable {
+    /// A query parameter or the body is not what the endpoint takes: `field: expected …`,
+    /// with the offending value appended when the message names it.
+    case invalid(field: String, expected: String, got: String? = nil)
+    /// An admin token is set and the request does not carry it (or carries another).
+    case tokenRequired
+    /// No admin token is set and the peer is not on loopback.
+    case notLoopback
+    /// The `Host` is neither a loopback name nor the listen address: a DNS-rebound name.
+    case foreignHost(String)
+    /// A browser page from another site (`Origin`) is calling.
+    case crossSiteOrigin(String)
+    /// The path names no admin endpoint.
+    case noEndpoint(method: String, path: String)
+    /// No operation has this id (or the id is not a UUID at all).
+    case noOperation(String)
+    /// The endpoint exists but does not take this method; `allow` lists the ones it takes.
+    case methodNotAllowed(allow: [String])
+    /// Only failed, conflict and pending operations can be retried.
+    case notRetryable(id: String, status: OperationStatus)
+
+    /// The table: one status and one code per case.
+    package var status: Int {
+        switch self {
+        case .invalid: 400
+        case .tokenRequired: 401
+        case .notLoopback, .foreignHost, .crossSiteOrigin: 403
+        case .noEndpoint, .noOperation: 404
+        case .methodNotAllowed: 405
+        case .notRetryable: 409
+        }
+    }
+
+    package var code: String {
+        switch self {
+        case .invalid: "bad_request"
+        case .tokenRequired: "unauthorized"
+        case .notLoopback, .foreignHost, .crossSiteOrigin: "forbidden"
+        case .noEndpoint, .noOperation: "not_found"
+        case .methodNotAllowed: "method_not_allowed"
+        case .notRetryable: "conflict"
+        }
+    }
+
+    package var message: String {
+        switch self {
+        case .invalid(let field, let expected, let got):
+            "\(field): expected \(expected)" + (got.map { ", got \"\($0)\"" } ?? "")
+        case .tokenRequired: "admin requests need Authorization: Bearer <admin.token>"
+        case .notLoopback: "without admin.token the admin API answers loopback clients only"
+        case .foreignHost(let host): "Host \(host) is not a loopback name or the listen address"
+        case .crossSiteOrigin(let origin): "cross-site admin request from Origin \(origin)"
+        case .noEndpoint(let method, let path): "no admin endpoint \(method) \(path)"
+        case .noOperation(let id): "no operation \(id)"
+        case .methodNotAllowed(let allow): "use \(allow.joined(separator: ", "))"
+        case .notRetryable(let id, let status):
+            "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried"
+        }
+    }
+
+    /// Headers the answer must carry for a client to recover: the scheme to authenticate with
+    /// (RFC 9110 §15.5.2 requires it on a 401), the methods to use instead (§15.5.6, on a 405).
+    package var headers: [(String, String)] {
+        switch self {
+        case .tokenRequired: [("WWW-Authenticate", "Bearer")]
+        case .methodNotAllowed(let allow): [("Allow", allow.joined(separator: ", "))]
+        default: []
+        }
+    }
+
+    /// The answer: the error envelope with this case's status, code, message and headers.
+    package var response: AdminResponse {
+        var response = AdminResponse.error(status, code, message)
+        response.extraHeaders = headers
+        return response
+    }
+}
