@@ -39,7 +39,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var responseBytes = 0
     private var chunkedToClient = false
     private var responseHasBody = true
-    private var keepAlive: Bool
+    /// Decided with each response by `settleKeepAlive`, read when the exchange finishes.
+    private var keepAlive = false
     /// Set for a request the queue may store (method in `queue.methods`).
     private var queueable = false
     private var target = ""
@@ -56,7 +57,6 @@ final class ProxyExchange: UpstreamResponseHandler {
         self.head = head
         self.requestFraming = framing
         started = client.loop.now
-        keepAlive = client.clientWantsKeepAlive(head)
         if framing == .none || framing == .contentLength(0) { requestComplete = true }
     }
 
@@ -104,32 +104,15 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .success(.origin(let origin, let target, _)):
             self.origin = origin
             self.target = target
-            if let queue = client.context.queue {
-                do {
-                    control = try ControlHeaders(parsing: head.headers)
-                } catch {
-                    fail(.badRequest(error.message))
-                    return
-                }
-                if client.context.queueMethods.contains(head.method) {
-                    queueable = true
-                    phase = .buffering
-                    if sendContinue {
-                        sendContinue = false
-                        client.stream.enqueue(Self.continueBytes)
-                        client.stream.flushSoon()
-                    }
-                    if requestComplete { decideQueueable(queue) }
-                    return
-                }
-                if queue.forcedOffline || !queue.isOnline(origin) {
-                    fail(.unavailable("upstream \(origin) is offline; only \(client.context.queueMethodList) requests are queued"))
-                    return
-                }
+            guard let queue = client.context.queue else {
+                forward()
+                return
             }
-            upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
-                                                          clientAddress: client.peerText, bodyFraming: requestFraming)
-            startForwarding()
+            let control = Result { () throws(ControlHeaderError) in try ControlHeaders(parsing: head.headers) }
+            if case .success(let parsed) = control { self.control = parsed }
+            let method: QueueDecision.Method = client.context.queueMethods.contains(head.method)
+                ? .queueable : .notQueueable(connectivity(of: origin, in: queue))
+            carryOut(QueueDecision.atHead(control: control, method: method), queue)
         }
     }
 
@@ -221,7 +204,7 @@ final class ProxyExchange: UpstreamResponseHandler {
                     // An unavailable status means "unreachable": store instead of relaying.
                     call?.cancel()
                     call = nil
-                    store(queue)
+                    storeInstead(queue)
                     return
                 }
             } else {
@@ -232,24 +215,13 @@ final class ProxyExchange: UpstreamResponseHandler {
         responseStatus = upstream.status
         var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
         responseHasBody = framing != .none && head.method != "HEAD"
-        switch framing {
-        case .chunked, .untilClose:
-            if head.version == .http1_1 {
-                chunkedToClient = responseHasBody
-                if responseHasBody { response.headers.add("Transfer-Encoding", "chunked") }
-            } else {
-                // An HTTP/1.0 client knows no chunked coding: the end of the body is the close.
-                keepAlive = false
-            }
-        case .none, .contentLength:
-            break
+        // An HTTP/1.0 client knows no chunked coding: there the end of the body is the close,
+        // which `settleKeepAlive` decides.
+        if head.version == .http1_1, framing == .chunked || framing == .untilClose {
+            chunkedToClient = responseHasBody
+            if responseHasBody { response.headers.add("Transfer-Encoding", "chunked") }
         }
-        if client.isDraining { keepAlive = false }
-        if !keepAlive {
-            response.headers.add("Connection", "close")
-        } else if head.version == .http1_0 {
-            response.headers.add("Connection", "keep-alive")
-        }
+        if let connection = settleKeepAlive(after: .relayed(framing)) { response.headers.add("Connection", connection) }
         client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
     }
 
@@ -310,7 +282,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         if let queue = client.context.queue, let origin, error.meansUnreachable {
             queue.originUnreachable(origin, reason: error.summary)
             if queueable {
-                store(queue)
+                storeInstead(queue)
                 return
             }
         }
@@ -337,34 +309,80 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     // MARK: Queueable requests
 
-    /// The whole request is here: answer from the idempotency record, store it, or forward it.
+    /// Does what the queue's rules decided (`QueueDecision` holds the rules).
+    private func carryOut(_ decision: QueueDecision, _ queue: QueueGateway) {
+        guard let origin else { return }
+        switch decision {
+        case .readBody:
+            queueable = true
+            phase = .buffering
+            if sendContinue {
+                sendContinue = false
+                client.stream.enqueue(Self.continueBytes)
+                client.stream.flushSoon()
+            }
+            if requestComplete { decideQueueable(queue) }
+        case .forward:
+            forward()
+        case .store(let dependsOn):
+            store(queue, dependsOn: dependsOn)
+        case .replay(let stored, let id):
+            answer(QueueAnswer.replayed(stored, operation: id))
+        case .accept(let info):
+            answer(QueueAnswer.accepted(info, locationBase: client.context.operationLocationBase,
+                                        idempotencyHeader: client.context.idempotencyHeader))
+        case .reject(let refusal):
+            fail(refusal.error(idempotencyHeader: client.context.idempotencyHeader, origin: origin,
+                               queueMethods: client.context.queueMethodList))
+        }
+    }
+
+    /// The whole request is here: gather what the queue knows about it, then decide.
     private func decideQueueable(_ queue: QueueGateway) {
         guard let origin else { return }
-        let headerName = client.context.idempotencyHeader
-        switch head.headers.count(of: headerName) {
-        case 0:
-            idempotencyKey = UUIDText.lowercase(UUID())
-        case 1:
-            idempotencyKey = head.headers.first(headerName) ?? ""
-            guard IdempotencyKey.isValid(idempotencyKey) else {
-                fail(.badRequest("\(headerName) must be 1 to 255 visible ASCII characters"))
-                return
-            }
-        default:
-            fail(.badRequest("several \(headerName) headers"))
-            return
+        let key = IdempotencyKeyHeader(head.headers, name: client.context.idempotencyHeader)
+        switch key {
+        case .absent: idempotencyKey = UUIDText.lowercase(UUID())
+        case .given(let given): idempotencyKey = given
+        case .invalid, .repeated: break  // refused, so nothing to look up
         }
-        if let existing = queue.operation(withKey: idempotencyKey) {
+        var known = QueueDecision.KnownKey.unknown
+        if !idempotencyKey.isEmpty, let existing = queue.operation(withKey: idempotencyKey) {
             fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
-            guard existing.fingerprint == fingerprint else {
-                fail(.keyReused(headerName))
-                return
-            }
-            if existing.status == .completed, let stored = queue.completedResponse(of: existing.id) {
-                answerReplayed(stored, id: existing.id)
-            } else {
-                answerAccepted(existing)
-            }
+            let stored = existing.status == .completed ? queue.completedResponse(of: existing.id) : nil
+            known = .operation(existing, storedResponse: stored)
+        }
+        let request = QueueDecision.Request(
+            key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
+            laneHasQueued: queue.hasQueued(origin), forceQueue: control.forceQueue, dependency: dependency(in: queue))
+        carryOut(QueueDecision.decide(request), queue)
+    }
+
+    private func connectivity(of origin: Origin, in queue: QueueGateway) -> QueueDecision.Connectivity {
+        if queue.forcedOffline { return .forcedOffline }
+        return queue.isOnline(origin) ? .online : .offline
+    }
+
+    private func dependency(in queue: QueueGateway) -> QueueDecision.Dependency {
+        guard let reference = control.dependsOn else { return .absent }
+        guard let id = queue.resolveDependency(reference) else { return .unresolved(reference) }
+        return .resolved(id)
+    }
+
+    /// Forwarding found the origin unreachable: the queueable request is stored after all, its
+    /// dependency resolved now.
+    private func storeInstead(_ queue: QueueGateway) {
+        carryOut(QueueDecision.storing(dependency(in: queue)), queue)
+    }
+
+    private var requestFramingOverride: HTTPBodyFraming?
+
+    /// Builds the head that goes upstream, once: for a forward now, or for the stored copy.
+    private func prepareUpstreamHead() {
+        guard upstreamHead == nil, let origin else { return }
+        guard queueable else {
+            upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
+                                                          clientAddress: client.peerText, bodyFraming: requestFraming)
             return
         }
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
@@ -376,17 +394,16 @@ final class ProxyExchange: UpstreamResponseHandler {
             upstream.headers.removeAll("Transfer-Encoding")
             upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
         }
+        let headerName = client.context.idempotencyHeader
         if !upstream.headers.contains(headerName) { upstream.headers.add(headerName, idempotencyKey) }
         upstreamHead = upstream
         requestFramingOverride = .contentLength(bodyCopy.count)
-        if queue.forcedOffline || control.forceQueue || !queue.isOnline(origin) || queue.hasQueued(origin) {
-            store(queue)
-            return
-        }
-        startForwarding()
     }
 
-    private var requestFramingOverride: HTTPBodyFraming?
+    private func forward() {
+        prepareUpstreamHead()
+        startForwarding()
+    }
 
     /// Picks the transport and begins the call, after a name lookup when one is needed.
     private func startForwarding() {
@@ -412,16 +429,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    private func store(_ queue: QueueGateway) {
+    private func store(_ queue: QueueGateway, dependsOn: UUID?) {
+        prepareUpstreamHead()
         guard let origin, let upstreamHead else { return }
-        var dependsOn: UUID?
-        if let reference = control.dependsOn {
-            guard let resolved = queue.resolveDependency(reference) else {
-                fail(.badRequest("Outbox-Depends-On: no operation with id or key \(reference)"))
-                return
-            }
-            dependsOn = resolved
-        }
         phase = .storing
         // Only a stored operation needs its fingerprint; a direct forward never computes it.
         if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
@@ -438,46 +448,17 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func storeFinished(_ result: Result<QueuedOperationInfo, EnqueueError>) {
         // The client may have gone meanwhile: the operation is stored all the same.
-        guard phase == .storing else { return }
-        switch result {
-        case .success(let info): answerAccepted(info)
-        case .failure(.keyConflict): fail(.keyReused(client.context.idempotencyHeader))
-        case .failure(.full(let reason)), .failure(.storage(let reason)): fail(.insufficientStorage(reason))
-        }
+        guard phase == .storing, let queue = client.context.queue else { return }
+        carryOut(QueueDecision.stored(result), queue)
     }
 
-    /// `202 Accepted` with the operation's id and key, sent only once the operation is on disk.
-    private func answerAccepted(_ info: QueuedOperationInfo) {
-        let id = UUIDText.lowercase(info.id)
-        let body = JSON.object([
-            ("id", .string(id)), ("status", .string(info.status.rawValue)),
-            ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
-        ]).rendered() + "\n"
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        headers.add("Content-Length", String(body.utf8.count))
-        headers.add("Location", client.context.operationLocationBase + id)
-        headers.add("Outbox-Operation-Id", id)
-        headers.add(client.context.idempotencyHeader, info.idempotencyKey)
-        answer(HTTPResponseHead(status: 202, headers: headers), body: Array(body.utf8))
-    }
-
-    /// A completed operation's stored response, for a client repeating its key.
-    private func answerReplayed(_ stored: StoredResponse, id: UUID) {
-        var headers = stored.headers
-        headers.removeAll("Content-Length")
-        headers.removeAll("Transfer-Encoding")
-        headers.add("Content-Length", String(stored.body.count))
-        headers.add("Outbox-Operation-Id", UUIDText.lowercase(id))
-        headers.add("Idempotent-Replayed", "true")
-        answer(HTTPResponseHead(status: stored.status, headers: headers), body: stored.body)
+    private func answer(_ reply: QueueAnswer) {
+        answer(reply.head, body: reply.body)
     }
 
     private func answer(_ response: HTTPResponseHead, body: [UInt8]) {
         var response = response
-        if client.isDraining { keepAlive = false }
-        if !keepAlive { response.headers.add("Connection", "close") }
-        else if head.version == .http1_0 { response.headers.add("Connection", "keep-alive") }
+        if let connection = settleKeepAlive(after: .local) { response.headers.add("Connection", connection) }
         client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
         if head.method != "HEAD" { client.stream.enqueue(body) }
         responseBytes = body.count
@@ -513,7 +494,6 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         headers.add("Cache-Control", "no-store")
         for (name, value) in response.extraHeaders { headers.add(name, value) }
-        if !requestComplete { keepAlive = false }
         answer(HTTPResponseHead(status: response.status, headers: headers), body: body)
     }
 
@@ -523,12 +503,19 @@ final class ProxyExchange: UpstreamResponseHandler {
         phase = .finished
         call?.cancel()
         call = nil
-        if !requestComplete { keepAlive = false }
-        if client.isDraining { keepAlive = false }
-        if error.status == 400 || error.status == 413 || error.status == 431 { keepAlive = false }
+        settleKeepAlive(after: .error(status: error.status))
         client.stream.enqueue(ErrorResponse.bytes(for: error, close: !keepAlive,
                                                   retryAfterSeconds: client.context.retryAfterSeconds))
         finish(status: error.status)
+    }
+
+    /// Decides whether the client's connection outlives this response (`KeepAlive` holds the
+    /// rules) and returns the `Connection` value the response carries.
+    @discardableResult
+    private func settleKeepAlive(after response: KeepAlive.Response) -> String? {
+        keepAlive = KeepAlive.persists(after: response, to: head, requestComplete: requestComplete,
+                                       serverDraining: client.isDraining)
+        return KeepAlive.connectionHeader(persists: keepAlive, version: head.version)
     }
 
     private func finish(status: Int) {
