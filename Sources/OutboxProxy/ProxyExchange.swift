@@ -31,7 +31,9 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var sendContinue = false
     /// Body bytes seen before the call exists, or kept to resend on a stale pooled connection.
     private var bodyCopy: [UInt8] = []
-    private var bodyCopyValid = true
+    /// Whether `bodyCopy` still holds every body byte so far, so the request can be sent again
+    /// (it stops once the body outgrows `maxReplayableBody` after the call has started).
+    private var bodyCopyIsResendable = true
     private var bodyTrailers: HTTPHeaders?
     private(set) var requestComplete = false
     private var retried = false
@@ -135,9 +137,9 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.stream.flushSoon()
         }
         // A queueable request keeps its whole body: a failed attempt turns into a stored one.
-        if !queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyValid) {
+        if !queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyIsResendable) {
             bodyCopy = []
-            bodyCopyValid = false
+            bodyCopyIsResendable = false
         }
         client.resumeBody()
     }
@@ -151,11 +153,11 @@ final class ProxyExchange: UpstreamResponseHandler {
             bodyCopy.append(contentsOf: bytes)
             return
         }
-        if bodyCopyValid {
+        if bodyCopyIsResendable {
             if bodyCopy.count + bytes.count <= Self.maxReplayableBody {
                 bodyCopy.append(contentsOf: bytes)
             } else {
-                bodyCopyValid = false
+                bodyCopyIsResendable = false
                 if call == nil { bodyCopy.append(contentsOf: bytes) } else { bodyCopy = [] }
             }
         } else if call == nil {
@@ -271,7 +273,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.abortAfterFlush()
             return
         }
-        if case .noResponse(_, retryable: true) = error, !retried, bodyCopyValid, isReplayable {
+        if case .noResponse(_, retryable: true) = error, !retried, bodyCopyIsResendable, isReplayable {
             // A pooled connection the origin closed as we reused it: send once more on a fresh
             // one, but only what is safe to repeat (Go's transport has the same rule).
             retried = true
@@ -529,14 +531,14 @@ final class ProxyExchange: UpstreamResponseHandler {
             logger.info("request", [
                 "client": client.peerText, "method": head.method, "target": head.target,
                 "status": String(status), "upstream": origin?.description ?? "-",
-                "bytes": String(responseBytes), "ms": String(format3(Double(micros) / 1000)),
+                "bytes": String(responseBytes), "ms": Self.millisecondsText(micros),
             ])
         }
         client.exchangeDidFinish(keepAlive: keepAlive)
     }
 
-    private func format3(_ value: Double) -> String {
-        let scaled = (value * 1000).rounded() / 1000
-        return String(scaled)
+    /// Whole microseconds as milliseconds (`1.234`): at most three decimals, for the access line.
+    private static func millisecondsText(_ micros: UInt64) -> String {
+        String(Double(micros) / 1000)
     }
 }
