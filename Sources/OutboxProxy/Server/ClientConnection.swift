@@ -5,8 +5,12 @@ import OutboxTelemetry
 /// One accepted client connection: parses requests in order, runs one ``ProxyExchange`` at a
 /// time (pipelined requests wait in the input buffer, so responses leave in order), and owns
 /// the header and idle timeouts.
+///
+/// The decisions (which phase the connection is in, when a timeout fires, when to close and
+/// how) are ``ClientConnectionStateMachine``'s; this class is the I/O shell that reports the
+/// socket's and the exchange's events to it and carries out the actions it returns.
 final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
-    enum Mode { case http, tunnel, closed }
+    typealias StateMachine = ClientConnectionStateMachine
 
     let stream: SocketStream
     let context: ProxyContext
@@ -18,13 +22,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     private var parser: HTTPRequestParser
     private var exchange: ProxyExchange?
     private var tunnel: Tunnel?
-    private var mode = Mode.http
-    private var deadline: UInt64 = 0
-    private var deadlineIsHeader = true
-    private var processing = false
-    private var reprocess = false
-    private var peerEnded = false
-    private var pipelinePaused = false
+    private var machine: StateMachine
 
     var loop: EventLoop { stream.loop }
     var logger: Logger { context.logger }
@@ -38,9 +36,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         peerIsLoopback = peer.isLoopback
         stream = SocketStream(fd: fd, loop: loopState.loop)
         parser = HTTPRequestParser(limits: context.parserLimits)
+        machine = StateMachine(now: loopState.loop.now, headerTimeout: context.headerTimeout,
+                               idleTimeout: context.idleTimeout)
         stream.delegate = self
-        // A new connection must send its head within the header timeout (slowloris).
-        deadline = loop.now + context.headerTimeout
         loop.track(self)
     }
 
@@ -49,45 +47,98 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         return head.headers.containsToken("keep-alive", in: "Connection")
     }
 
+    // MARK: Carrying out decisions
+
+    private func perform(_ action: StateMachine.Action) {
+        switch action {
+        case .none, .startExchange, .startTunnel:
+            // The events that return these are handled where the head or target is at hand.
+            break
+        case .parseInput:
+            processInput()
+        case .parseRemainingInput:
+            processInput()
+            perform(machine.remainingInputParsed())
+        case .pauseReading:
+            stream.pauseReading()
+        case .resumeReading:
+            stream.resumeReading()  // re-enters processInput for buffered pipelined bytes
+        case .resumeResponse:
+            exchange?.clientDrained()
+        case .relayReadable:
+            tunnel?.clientReadable()
+        case .relayDrained:
+            tunnel?.clientDrained()
+        case .relayEnded:
+            tunnel?.clientEnded()
+        case .answer408AndClose:
+            logger.info("header_timeout", ["client": peerText])
+            close(.afterFlush, answering: .requestTimeout)
+        case .answerErrorAndClose:
+            // Only events whose caller holds the error return this; they answer it first.
+            close(.afterFlush)
+        case .closeIdle:
+            close(.immediately)
+        case .closeStalled:
+            logger.info("client_stalled", ["client": peerText, "target": exchange?.head.target ?? "-"])
+            close(.immediately)
+        case .close(let closing):
+            close(closing)
+        }
+    }
+
+    /// Carries out `action` for an event caused by `error`: when the machine says to answer it,
+    /// the error is logged as `event` and answered before the close.
+    private func perform(_ action: StateMachine.Action, answering error: ProxyError, loggedAs event: String) {
+        guard action == .answerErrorAndClose else { return perform(action) }
+        logger.info(event, ["client": peerText, "status": String(error.status), "error": error.message])
+        close(.afterFlush, answering: error)
+    }
+
+    /// Every close goes through here. The machine is already `closed`; this drops the exchange
+    /// or tunnel, stops the timer, optionally queues a last error response, and closes the
+    /// socket (after its queued output with a lingering close, or at once). Safe to repeat:
+    /// the socket and the loop's bookkeeping ignore a second close.
+    private func close(_ closing: StateMachine.Closing, answering error: ProxyError? = nil) {
+        exchange?.abort()
+        exchange = nil
+        tunnel?.close()
+        tunnel = nil
+        loop.untrack(self)
+        if let error {
+            stream.enqueue(ErrorResponse.bytes(for: error, close: true, retryAfterSeconds: context.retryAfterSeconds))
+        }
+        switch closing {
+        case .immediately: stream.close()
+        case .afterFlush: stream.closeAfterFlush()
+        }
+        loopState.connectionClosed(self)
+    }
+
     // MARK: Input
 
     func streamDidRead(_ stream: SocketStream) {
-        switch mode {
-        case .http: processInput()
-        case .tunnel: tunnel?.clientReadable()
-        case .closed: break
-        }
+        perform(machine.bytesReadable())
     }
 
     /// Parses and dispatches as far as the current exchange allows. Re-entrant calls (an
     /// exchange finishing inside `start()`) only mark that another pass is needed.
     private func processInput() {
-        if processing {
-            reprocess = true
-            return
-        }
-        processing = true
-        defer { processing = false }
+        guard machine.beginParsing() else { return }
         repeat {
-            reprocess = false
             parseAvailable()
-        } while reprocess && mode == .http
-        if mode == .http {
-            stream.compactInput()
-            // Pipelined requests beyond what we hold are left in the kernel until the current
-            // exchange is done: a client can't make us buffer without bound.
-            // Pausing costs two epoll_ctl calls, so it is kept for real pressure, not every request.
-            if let exchange, exchange.bodyPaused || stream.unconsumedInputBytes > SocketStream.highWater {
-                if !stream.readingPaused {
-                    pipelinePaused = true
-                    stream.pauseReading()
-                }
-            }
+        } while machine.parsePassEnded()
+        guard machine.isHTTP else { return }
+        stream.compactInput()
+        // Pausing costs two epoll_ctl calls, so it is kept for real pressure, not every request.
+        if let exchange, !stream.readingPaused,
+           exchange.bodyPaused || stream.unconsumedInputBytes > SocketStream.highWater {
+            perform(machine.inputBackedUp())
         }
     }
 
     private func parseAvailable() {
-        while mode == .http {
+        while machine.isHTTP {
             if let exchange {
                 if exchange.requestComplete || exchange.bodyPaused { return }
             }
@@ -95,21 +146,18 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
             do {
                 event = try parser.next(in: stream.input, index: &stream.inputIndex)
             } catch {
-                rejectMalformed(error)
+                let responseStarted = exchange?.phase == .responding
+                perform(machine.requestMalformed(responseStarted: responseStarted),
+                        answering: .malformed(error), loggedAs: "bad_request")
                 return
             }
             guard let event else {
-                if exchange == nil && stream.unconsumedInputBytes > 0 && deadlineIsHeader == false {
-                    // First bytes of the next request: the header clock starts now.
-                    deadlineIsHeader = true
-                    deadline = loop.now + context.headerTimeout
-                }
-                if peerEnded { endOfInput() }
+                perform(machine.needMoreInput(now: loop.now, inputBuffered: stream.unconsumedInputBytes > 0))
                 return
             }
             switch event {
             case .head(let head, let framing):
-                deadline = 0
+                guard machine.headReceived() == .startExchange else { return }
                 let exchange = ProxyExchange(client: self, head: head, framing: framing)
                 self.exchange = exchange
                 exchange.start()
@@ -123,178 +171,78 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         }
     }
 
-    private func rejectMalformed(_ error: HTTPParseError) {
-        if let exchange, exchange.phase == .responding {
-            // The response is under way and can't become an error: cut the connection.
-            exchange.abort()
-            close()
-            return
-        }
-        exchange?.abort()
-        exchange = nil
-        logger.info("bad_request", ["client": peerText, "status": String(error.status), "error": error.message])
-        stream.enqueue(ErrorResponse.bytes(for: .malformed(error), close: true, retryAfterSeconds: context.retryAfterSeconds))
-        mode = .closed
-        loop.untrack(self)
-        stream.closeAfterFlush()
-        loopState.connectionClosed(self)
-    }
-
     /// Called by the exchange when its request body may flow again.
     func resumeBody() {
-        guard mode == .http else { return }
-        if pipelinePaused, let exchange, !exchange.requestComplete, !exchange.bodyPaused {
-            pipelinePaused = false
-            stream.resumeReading()
-        } else {
-            processInput()
-        }
+        let bodyWanted = exchange.map { !$0.requestComplete && !$0.bodyPaused } ?? false
+        perform(machine.bodyCanFlow(bodyWanted: bodyWanted))
     }
 
     func exchangeDidFinish(keepAlive: Bool) {
         exchange = nil
-        guard mode == .http else { return }
-        guard keepAlive, !peerEnded || stream.unconsumedInputBytes > 0 else {
-            mode = .closed
-            loop.untrack(self)
-            stream.closeAfterFlush()
-            loopState.connectionClosed(self)
-            return
-        }
-        deadlineIsHeader = false
-        deadline = loop.now + context.idleTimeout
-        if pipelinePaused {
-            pipelinePaused = false
-            stream.resumeReading()  // re-enters processInput for buffered pipelined bytes
-        } else if stream.unconsumedInputBytes > 0 {
-            processInput()
-        }
+        perform(machine.exchangeFinished(now: loop.now, keepAlive: keepAlive,
+                                         inputBuffered: stream.unconsumedInputBytes > 0))
+    }
+
+    // MARK: Output
+
+    func streamDidDrain(_ stream: SocketStream) {
+        perform(machine.outputDrained())
     }
 
     // MARK: Ending
 
     func streamDidReachEnd(_ stream: SocketStream, error: Int32?) {
-        peerEnded = true
-        switch mode {
-        case .tunnel:
-            tunnel?.clientEnded()
-        case .http:
-            if error != nil {
-                close()
-            } else if exchange == nil {
-                processInput()
-                if exchange == nil { endOfInput() }
-            } else if exchange?.requestComplete == false {
-                // Half a request can't be forwarded meaningfully.
-                close()
-            }
-            // else: a half-closed client still gets its response, then the connection closes.
-        case .closed:
-            break
-        }
-    }
-
-    private func endOfInput() {
-        guard mode == .http, exchange == nil else { return }
-        mode = .closed
-        loop.untrack(self)
-        stream.closeAfterFlush()
-        loopState.connectionClosed(self)
-    }
-
-    func streamDidDrain(_ stream: SocketStream) {
-        switch mode {
-        case .http: exchange?.clientDrained()
-        case .tunnel: tunnel?.clientDrained()
-        case .closed: break
-        }
+        perform(machine.peerClosed(failed: error != nil, requestComplete: exchange?.requestComplete ?? true))
     }
 
     func streamDidFailWrite(_ stream: SocketStream, error: Int32) {
-        close()
+        perform(machine.abandon())
     }
 
     /// The response can't be completed: send what is queued, then close.
     func abortAfterFlush() {
-        exchange = nil
-        mode = .closed
-        loop.untrack(self)
-        stream.closeAfterFlush()
-        loopState.connectionClosed(self)
+        exchange = nil  // it ended itself; nothing to abort
+        perform(machine.responseAborted())
     }
 
+    /// Cuts the connection now (the end of a shutdown's grace period).
     func close() {
-        let wasOpen = mode != .closed
-        mode = .closed
-        exchange?.abort()
-        exchange = nil
-        tunnel?.close()
-        tunnel = nil
-        loop.untrack(self)
-        stream.close()
-        if wasOpen { loopState.connectionClosed(self) }
+        perform(machine.abandon())
     }
 
     // MARK: Timeouts and shutdown
 
     func checkDeadlines(now: UInt64) {
-        if mode == .http, let exchange {
-            // A client that stops sending its body, or stops reading its response, must not
-            // hold a connection and an upstream exchange forever (slow-client attacks).
-            let waitingOnClient = (!exchange.requestComplete && !exchange.bodyPaused) || stream.queuedOutputBytes > 0
-            if waitingOnClient && now &- stream.lastProgress > context.idleTimeout {
-                logger.info("client_stalled", ["client": peerText, "target": exchange.head.target])
-                close()
-            }
-            return
-        }
-        guard mode == .http, deadline != 0, now >= deadline else { return }
-        if deadlineIsHeader && (stream.unconsumedInputBytes > 0 || !parser.isIdle) {
-            logger.info("header_timeout", ["client": peerText])
-            stream.enqueue(ErrorResponse.bytes(for: .requestTimeout, close: true, retryAfterSeconds: 0))
-            mode = .closed
-            loop.untrack(self)
-            stream.closeAfterFlush()
-            loopState.connectionClosed(self)
-        } else {
-            close()
-        }
+        let awaitingRequestBody = exchange.map { !$0.requestComplete && !$0.bodyPaused } ?? false
+        perform(machine.tick(now: now, inputPending: inputPending, awaitingRequestBody: awaitingRequestBody,
+                             responseUnread: stream.queuedOutputBytes > 0, lastProgress: stream.lastProgress))
     }
 
     /// Shutdown: idle connections close now; busy ones close after their current response.
     func drain() {
-        if mode == .http && exchange == nil && stream.unconsumedInputBytes == 0 && parser.isIdle {
-            close()
-        }
+        perform(machine.shutdownBegan(inputPending: inputPending))
     }
+
+    /// Part of a request is buffered or already parsed.
+    private var inputPending: Bool { stream.unconsumedInputBytes > 0 || !parser.isIdle }
 
     // MARK: Tunnel
 
     func startTunnel(host: String, port: Int) {
         exchange = nil
-        mode = .tunnel
-        deadline = 0
+        guard machine.tunnelRequested() == .startTunnel else { return }
         tunnel = Tunnel(client: self, host: host, port: port)
     }
 
     /// Called by the tunnel when connecting failed before any byte was relayed.
     func tunnelFailed(_ error: ProxyError) {
         tunnel = nil
-        logger.info("connect_failed", ["client": peerText, "status": String(error.status), "error": error.message])
-        stream.enqueue(ErrorResponse.bytes(for: error, close: true, retryAfterSeconds: context.retryAfterSeconds))
-        mode = .closed
-        loop.untrack(self)
-        stream.closeAfterFlush()
-        loopState.connectionClosed(self)
+        perform(machine.tunnelFailed(), answering: error, loggedAs: "connect_failed")
     }
 
     /// Both directions are done: send what is queued, then close.
     func tunnelClosed() {
         tunnel = nil
-        guard mode != .closed else { return }
-        mode = .closed
-        loop.untrack(self)
-        stream.closeAfterFlush()
-        loopState.connectionClosed(self)
+        perform(machine.tunnelEnded())
     }
 }
