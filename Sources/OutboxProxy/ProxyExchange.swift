@@ -415,7 +415,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             beginCall()
             return
         }
-        let pool = client.loopState.pool
+        let pool = client.proxyLoop.pool
         transport = pool
         if pool.isReady(origin) {
             beginCall()
@@ -523,7 +523,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func finish(status: Int) {
         phase = .finished
         client.stream.flushSoon()
-        client.loopState.metrics.request(nanoseconds: client.loop.now &- started,
+        client.proxyLoop.metrics.request(nanoseconds: client.loop.now &- started,
                                          forwardedStatus: responseStatus == 0 ? nil : responseStatus)
         let logger = client.logger
         if logger.isEnabled(.info) {

@@ -23,7 +23,7 @@ final class Tunnel: SocketStreamDelegate {
         self.port = port
         let origin = Origin(scheme: .http, host: host, port: port)
         client.stream.pauseReading()
-        client.loopState.pool.prepare(origin) { [weak self] result in
+        client.proxyLoop.pool.prepare(origin) { [weak self] result in
             guard let self, !self.closed else { return }
             switch result {
             case .success: self.connect(origin)
@@ -33,7 +33,7 @@ final class Tunnel: SocketStreamDelegate {
     }
 
     private func connect(_ origin: Origin) {
-        guard let address = client.loopState.pool.addresses(of: origin)?.first else {
+        guard let address = client.proxyLoop.pool.addresses(of: origin)?.first else {
             client.tunnelFailed(.upstream(.connectFailed("cannot resolve \(host)")))
             return
         }

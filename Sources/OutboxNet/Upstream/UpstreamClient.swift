@@ -25,7 +25,7 @@ public final class UpstreamClient: Sendable {
         return await withCheckedContinuation { continuation in
             state.loop.execute {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
-                collector.start(origin: origin, head: head, body: body, loopState: state.value)
+                collector.start(origin: origin, head: head, body: body, proxyLoop: state.value)
             }
         }
     }
@@ -47,14 +47,14 @@ private final class ResponseCollector: UpstreamResponseHandler {
         self.continuation = continuation
     }
 
-    func start(origin: Origin, head: HTTPRequestHead, body: [UInt8], loopState: any UpstreamLoop) {
+    func start(origin: Origin, head: HTTPRequestHead, body: [UInt8], proxyLoop: any UpstreamLoop) {
         let framing: HTTPBodyFraming = body.isEmpty && !["POST", "PUT", "PATCH"].contains(head.method) ? .none : .contentLength(body.count)
         var head = head
         head.headers.removeAll("Content-Length")
         head.headers.removeAll("Transfer-Encoding")
         if framing != .none { head.headers.add("Content-Length", String(body.count)) }
         let transport: UpstreamTransport = origin.scheme == .https
-            ? loopState.secureTransport.transport(for: loopState.loop) : loopState.pool
+            ? proxyLoop.secureTransport.transport(for: proxyLoop.loop) : proxyLoop.pool
         let begin: () -> Void = { [self] in
             let call = transport.startCall(to: origin, head: head, bodyFraming: framing, handler: self)
             self.call = call
@@ -64,10 +64,10 @@ private final class ResponseCollector: UpstreamResponseHandler {
             }
         }
         self.begin = begin
-        if origin.scheme == .https || loopState.pool.isReady(origin) {
+        if origin.scheme == .https || proxyLoop.pool.isReady(origin) {
             begin()
         } else {
-            loopState.pool.prepare(origin) { [self] result in
+            proxyLoop.pool.prepare(origin) { [self] result in
                 switch result {
                 case .success: begin()
                 case .failure(let error): resume(.failure(error))

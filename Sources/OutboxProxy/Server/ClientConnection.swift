@@ -14,7 +14,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     let stream: SocketStream
     let context: ProxyContext
-    unowned(unsafe) let loopState: LoopState  // lives as long as the loop
+    unowned(unsafe) let proxyLoop: ProxyLoop  // lives as long as the loop
     let peerText: String
     let peerIsLoopback: Bool
     /// The listener that accepted this connection: what its requests may reach.
@@ -26,17 +26,17 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     var loop: EventLoop { stream.loop }
     var logger: Logger { context.logger }
-    var isDraining: Bool { loopState.draining }
+    var isDraining: Bool { proxyLoop.draining }
 
-    init(fd: Int32, peer: SocketAddress, listener: ListenerRole, loopState: LoopState) {
-        self.loopState = loopState
+    init(fd: Int32, peer: SocketAddress, listener: ListenerRole, proxyLoop: ProxyLoop) {
+        self.proxyLoop = proxyLoop
         self.listener = listener
-        context = loopState.context
+        context = proxyLoop.context
         peerText = peer.hostText
         peerIsLoopback = peer.isLoopback
-        stream = SocketStream(fd: fd, loop: loopState.loop)
+        stream = SocketStream(fd: fd, loop: proxyLoop.loop)
         parser = HTTPRequestParser(limits: context.parserLimits)
-        machine = StateMachine(now: loopState.loop.now, headerTimeout: context.headerTimeout,
+        machine = StateMachine(now: proxyLoop.loop.now, headerTimeout: context.headerTimeout,
                                idleTimeout: context.idleTimeout)
         stream.delegate = self
         loop.track(self)
@@ -112,7 +112,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         case .immediately: stream.close()
         case .afterFlush: stream.closeAfterFlush()
         }
-        loopState.connectionClosed(self)
+        proxyLoop.connectionClosed(self)
     }
 
     // MARK: Input

@@ -16,7 +16,7 @@ import Synchronization
 public final class ProxyServer: @unchecked Sendable {
     // Set in start() before any loop runs, read-only afterwards.
     private var loops: [EventLoop] = []
-    private var states: [LoopBound<LoopState>] = []
+    private var states: [LoopBound<ProxyLoop>] = []
     private var listeners: [LoopBound<Listener>] = []
     private let config: OutboxConfig
     private let logger: Logger
@@ -82,7 +82,7 @@ public final class ProxyServer: @unchecked Sendable {
                 throw .system(error)
             }
             loops.append(loop)
-            states.append(LoopBound(value: LoopState(loop: loop, context: context, server: self), loop: loop))
+            states.append(LoopBound(value: ProxyLoop(loop: loop, context: context, server: self), loop: loop))
         }
         let first = loops[0]
         listeners = sockets.map { socket in

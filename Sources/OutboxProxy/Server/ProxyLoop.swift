@@ -3,7 +3,7 @@ import OutboxTelemetry
 
 /// Everything one event loop owns: its client connections, its upstream pool, its share of
 /// the shutdown. Touched only on that loop's thread.
-final class LoopState {
+final class ProxyLoop {
     let loop: EventLoop
     let context: ProxyContext
     let pool: UpstreamPool
@@ -25,7 +25,7 @@ final class LoopState {
 
     /// Takes ownership of a socket accepted by the listener with `role`.
     func adopt(fd: Int32, peer: SocketAddress, role: ListenerRole) {
-        let connection = ClientConnection(fd: fd, peer: peer, listener: role, loopState: self)
+        let connection = ClientConnection(fd: fd, peer: peer, listener: role, proxyLoop: self)
         connections[ObjectIdentifier(connection)] = connection
         if draining { connection.drain() }
     }
@@ -57,6 +57,6 @@ final class LoopState {
     }
 }
 
-extension LoopState: UpstreamLoop {
+extension ProxyLoop: UpstreamLoop {
     var secureTransport: SecureTransportFactory { context.secureTransport }
 }
