@@ -354,13 +354,22 @@ final class ProxyExchange: UpstreamResponseHandler {
             fail(.badRequest("several \(headerName) headers"))
             return
         }
-        if let existing = queue.operation(withKey: idempotencyKey) {
+        let known: QueuedOperationInfo?
+        do {
+            known = try queue.operation(withKey: idempotencyKey)
+        } catch {
+            // The key is taken but its operation unreadable: storing or forwarding again could
+            // deliver it twice.
+            fail(.insufficientStorage("\(error)"))
+            return
+        }
+        if let existing = known {
             fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
             guard existing.fingerprint == fingerprint else {
                 fail(.keyReused(headerName))
                 return
             }
-            if existing.status == .completed, let stored = queue.completedResponse(of: existing.id) {
+            if existing.status == .completed, let stored = existing.response {
                 answerReplayed(stored, id: existing.id)
             } else {
                 answerAccepted(existing)
