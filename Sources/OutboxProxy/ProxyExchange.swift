@@ -354,7 +354,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             fail(.badRequest("several \(headerName) headers"))
             return
         }
-        let known: QueuedOperationInfo?
+        let known: OperationSnapshot?
         do {
             known = try queue.operation(withKey: idempotencyKey)
         } catch {
@@ -369,7 +369,7 @@ final class ProxyExchange: UpstreamResponseHandler {
                 fail(.keyReused(headerName))
                 return
             }
-            if existing.status == .completed, let stored = existing.response {
+            if existing.state.status == .completed, let stored = existing.state.response {
                 answerReplayed(stored, id: existing.id)
             } else {
                 answerAccepted(existing)
@@ -445,7 +445,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    private func storeFinished(_ result: Result<QueuedOperationInfo, EnqueueError>) {
+    private func storeFinished(_ result: Result<OperationSnapshot, EnqueueError>) {
         // The client may have gone meanwhile: the operation is stored all the same.
         guard phase == .storing else { return }
         switch result {
@@ -456,10 +456,10 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     /// `202 Accepted` with the operation's id and key, sent only once the operation is on disk.
-    private func answerAccepted(_ info: QueuedOperationInfo) {
+    private func answerAccepted(_ info: OperationSnapshot) {
         let id = UUIDText.lowercase(info.id)
         let body = JSON.object([
-            ("id", .string(id)), ("status", .string(info.status.rawValue)),
+            ("id", .string(id)), ("status", .string(info.state.status.rawValue)),
             ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
         ]).rendered() + "\n"
         var headers = HTTPHeaders()

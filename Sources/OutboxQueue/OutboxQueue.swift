@@ -24,7 +24,7 @@ public final class OutboxQueue: Sendable {
     private let index: Mutex<QueueIndex<StoredAt>>
     /// Keys whose `created` record is being written: a second request with the same key waits
     /// for the first instead of storing a duplicate.
-    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)]]>([:])
+    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
     /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
@@ -48,18 +48,15 @@ public final class OutboxQueue: Sendable {
         var index = QueueIndex<StoredAt>()
         let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
             switch event {
-            case .created(let summary, var state, let location):
+            case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
-                if state.status == .inProgress { state.status = .pending }
+                if operation.state.status == .inProgress { operation.state.status = .pending }
                 do {
-                    try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
-                                     priority: summary.priority, tag: summary.tag, dependsOn: summary.dependsOn,
-                                     createdAt: summary.createdAt, state: state,
-                                     locator: StoredAt(created: location, state: nil))
+                    try index.insert(operation, locator: StoredAt(created: location, state: nil))
                 } catch {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
-                    logger.warn("recovery_skipped", ["id": summary.id.lowercasedText, "error": "\(error)"])
+                    logger.warn("recovery_skipped", ["id": operation.id.lowercasedText, "error": "\(error)"])
                 }
             case .updated(let id, var state, let location):
                 // An update of an id that is not indexed belongs to an operation deleted before
@@ -116,7 +113,7 @@ public final class OutboxQueue: Sendable {
         }
         for id in expired {
             guard let entry = index.withLock({ $0.entry(id) }), entry.status == .pending else { continue }
-            if let state = ReplayTransition.expire(current: currentState(entry), createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
+            if let state = ReplayTransition.expire(current: entry.state, createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
                 await record(id, state)
             }
         }
@@ -147,7 +144,7 @@ public final class OutboxQueue: Sendable {
                 var locator = entry.locator
                 if locator.created.segment == locations.created.segment { locator.created = locations.created }
                 if let state = locations.state, locator.state?.segment == state.segment { locator.state = state }
-                Self.apply(currentState(entry), locator: locator, of: id, to: &index, logger: logger)
+                Self.apply(entry.state, locator: locator, of: id, to: &index, logger: logger)
             }
         }
     }
@@ -187,25 +184,29 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    private func currentState(_ entry: QueueIndex<StoredAt>.Entry) -> OperationState {
-        OperationState(status: entry.status, retryCount: entry.retryCount, lastAttemptAt: entry.lastAttemptAt,
-                       nextAttemptAt: entry.nextAttemptAt, lastError: entry.lastError)
+    /// The operation as the index has it, with what only its `created` record holds (method,
+    /// target, fingerprint; left empty when `request` is nil) and `state` in place of the index's.
+    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, request: OperationRequest?,
+                          state: OperationState? = nil) -> OperationSnapshot {
+        OperationSnapshot(id: entry.id, origin: entry.origin, method: request?.method ?? "", target: request?.target ?? "",
+                          idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
+                          priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
+                          state: state ?? entry.state)
     }
 
-    /// What the proxy answers for a stored operation: the fingerprint lives in its `created`
-    /// record and the response of a completed one in its latest state, both read from disk.
-    private func info(_ entry: QueueIndex<StoredAt>.Entry) throws(QueueReadError) -> QueuedOperationInfo {
+    /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
+    /// record and the response of a completed operation in its latest state, both read from disk.
+    private func keyHolder(_ entry: QueueIndex<StoredAt>.Entry) throws(QueueReadError) -> OperationSnapshot {
         let request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
-        var response: StoredResponse?
+        var state = entry.state
         if entry.status == .completed {
             if let pending = unwritten.withLock({ $0[entry.id]?.state }) {
-                response = pending.response
+                state.response = pending.response
             } else if let location = entry.locator.state {
-                response = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get().response
+                state.response = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get().response
             }
         }
-        return QueuedOperationInfo(id: entry.id, status: entry.status, idempotencyKey: entry.idempotencyKey,
-                                   fingerprint: request.fingerprint, createdAt: entry.createdAt, response: response)
+        return snapshot(entry, request: request, state: state)
     }
 
     /// Runs a read of `id`'s records; a failure is logged as an error with the operation id and
@@ -260,9 +261,9 @@ extension OutboxQueue: QueueGateway {
         index.withLock { $0.hasQueued(origin: origin) }
     }
 
-    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> QueuedOperationInfo? {
+    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
         guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
-        return try info(entry)
+        return try keyHolder(entry)
     }
 
     package func resolveDependency(_ reference: String) -> UUID? {
@@ -272,7 +273,7 @@ extension OutboxQueue: QueueGateway {
         }
     }
 
-    package func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void) {
+    package func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         let count = index.withLock { $0.count }
         guard count < maxOperations else {
             completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
@@ -293,23 +294,23 @@ extension OutboxQueue: QueueGateway {
         // `created` record for the key would be refused by the index while its client heard
         // 202: answer it as a request that waited for the key's first writer is answered.
         if let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) {
-            let outcome: Result<QueuedOperationInfo, EnqueueError>
+            let outcome: Result<OperationSnapshot, EnqueueError>
             do {
-                outcome = .success(try info(holder))
+                outcome = .success(try keyHolder(holder))
             } catch {
                 outcome = .failure(.storage("\(error)"))
             }
             settle(request, outcome, completion)
             return
         }
-        let state = OperationState()
-        log.append(.created(request, state)) { [self] result in
-            let outcome: Result<QueuedOperationInfo, EnqueueError>
+        let operation = OperationSnapshot(request, state: OperationState())
+        log.append(.created(request, operation.state)) { [self] result in
+            let outcome: Result<OperationSnapshot, EnqueueError>
             switch result {
             case .success(let location):
                 let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
                     do throws(QueueIndexError) {
-                        try index.insert(request, state: state, locator: StoredAt(created: location, state: nil))
+                        try index.insert(operation, locator: StoredAt(created: location, state: nil))
                         return .success(index.takeLanesToWake())
                     } catch {
                         return .failure(error)
@@ -318,8 +319,7 @@ extension OutboxQueue: QueueGateway {
                 switch inserted {
                 case .success(let woken):
                     metrics.enqueued()
-                    outcome = .success(QueuedOperationInfo(id: request.id, status: .pending, idempotencyKey: request.idempotencyKey,
-                                                           fingerprint: request.fingerprint, createdAt: request.createdAt))
+                    outcome = .success(operation)
                     wake(woken + [request.origin])
                 case .failure(let error):
                     // The key was checked under its reservation, so only an id already indexed
@@ -342,10 +342,10 @@ extension OutboxQueue: QueueGateway {
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(_ request: OperationRequest, _ outcome: Result<QueuedOperationInfo, EnqueueError>,
-                        _ completion: @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void) {
-        func answer(_ fingerprint: [UInt8]) -> Result<QueuedOperationInfo, EnqueueError> {
-            guard case .success(let info) = outcome, info.fingerprint != fingerprint else { return outcome }
+    private func settle(_ request: OperationRequest, _ outcome: Result<OperationSnapshot, EnqueueError>,
+                        _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
+        func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
+            guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
             return .failure(.keyConflict)
         }
         completion(answer(request.fingerprint))
@@ -375,13 +375,13 @@ extension OutboxQueue: ReplaySource {
             return (step, step.dependencyFailed.compactMap { index.entry($0) })
         }
         if let dependent = failing.first {
-            return .failDependent(dependent.id, currentState(dependent))
+            return .failDependent(dependent.id, dependent.state)
         }
         switch step.next {
         case .deliver(let id):
             guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
             do {
-                return .attempt(id, try log.readRequest(at: entry.locator.created), currentState(entry))
+                return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
             } catch {
                 if case .stale = error {
                     // A compaction moved it a moment ago: the index is about to point at the copy.
@@ -437,7 +437,7 @@ extension OutboxQueue: ReplaySource {
                     guard let entry = index.entry(id) else { return }
                     var locator = entry.locator
                     locator.state = location
-                    Self.apply(currentState(entry), locator: locator, of: id, to: &index, logger: logger)
+                    Self.apply(entry.state, locator: locator, of: id, to: &index, logger: logger)
                 }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }
@@ -492,17 +492,11 @@ extension OutboxQueue: AdminQueueSource {
         // method and target, and logged as an error with its id by `read`.
         let items = page.entries.map { entry in
             switch read(entry.id, { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }) {
-            case .success(let request): snapshot(entry, method: request.method, target: request.target)
-            case .failure: snapshot(entry)
+            case .success(let request): snapshot(entry, request: request)
+            case .failure: snapshot(entry, request: nil)
             }
         }
         return (items, page.next == nil ? nil : items.last?.id)
-    }
-
-    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, state: OperationState? = nil, method: String = "", target: String = "") -> OperationSnapshot {
-        OperationSnapshot(id: entry.id, origin: entry.origin, method: method, target: target, idempotencyKey: entry.idempotencyKey,
-                          priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
-                          state: state ?? currentState(entry))
     }
 
     package func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
@@ -512,7 +506,7 @@ extension OutboxQueue: AdminQueueSource {
         // response and conflict bodies.
         guard case .success(let request) = read(id, { () throws(StorageError) in try log.readRequest(at: entry.locator.created) })
         else { return nil }
-        var state = currentState(entry)
+        var state = entry.state
         if let pending = unwritten.withLock({ $0[id]?.state }) {
             state.response = pending.response
             state.conflict = pending.conflict
@@ -521,7 +515,7 @@ extension OutboxQueue: AdminQueueSource {
             state.response = stored.response
             state.conflict = stored.conflict
         }
-        return (snapshot(entry, state: state, method: request.method, target: request.target), request)
+        return (snapshot(entry, request: request, state: state), request)
     }
 
     package func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal> {
@@ -550,7 +544,7 @@ extension OutboxQueue: AdminQueueSource {
         let woken = index.withLock { index -> [Origin] in
             let waiting = index.list(QueueIndex<StoredAt>.Filter(status: .pending), limit: Int.max).entries
             for entry in waiting where entry.nextAttemptAt != nil {
-                var state = currentState(entry)
+                var state = entry.state
                 state.nextAttemptAt = nil
                 Self.apply(state, of: entry.id, to: &index, logger: logger)
             }

@@ -15,29 +15,18 @@ package protocol QueueGateway: AnyObject, Sendable {
     /// with (read from disk). Throws when the key is indexed but its records cannot be read:
     /// the caller can then tell neither a repeat from a conflict nor a free key, and must answer
     /// an error rather than store or forward the request again.
-    func operation(withKey idempotencyKey: String) throws(QueueReadError) -> QueuedOperationInfo?
+    func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot?
     /// An id or idempotency key from `Outbox-Depends-On`, resolved to an operation id.
     func resolveDependency(_ reference: String) -> UUID?
-    /// Stores the operation durably; `completion` runs after its record is on stable storage.
-    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)
+    /// Stores the operation durably; `completion` runs after its record is on stable storage,
+    /// with the operation that holds the request's key (this one, or one stored before it).
+    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)
     /// Queueing was decided because `origin` is unreachable: remember it for the replayer.
     func originUnreachable(_ origin: Origin, reason: String)
     /// A forwarded request got an answer from `origin`.
     func originAnswered(_ origin: Origin)
     /// Whether `origin` is currently believed reachable.
     func isOnline(_ origin: Origin) -> Bool
-}
-
-/// The part of an operation the proxy answers with.
-package struct QueuedOperationInfo: Sendable, Equatable {
-    package var id: UUID
-    package var status: OperationStatus
-    package var idempotencyKey: String
-    package var fingerprint: [UInt8]
-    /// Milliseconds since the epoch.
-    package var createdAt: Int64
-    /// The upstream's response, once `completed` (nil while it is only in the index).
-    package var response: StoredResponse?
 }
 
 /// Why a request could not be stored.

@@ -18,7 +18,7 @@ extension OperationLog {
     /// One record met by recovery, in log order (bodies not decoded; states without response
     /// or conflict bodies).
     public enum RecoveryEvent {
-        case created(OperationSummary, OperationState, RecordLocation)
+        case created(OperationSnapshot, RecordLocation)
         case updated(UUID, OperationState, RecordLocation)
         case deleted(UUID)
     }
@@ -40,8 +40,9 @@ extension OperationLog {
                 return false
             }
             switch summary {
-            case .created(let request, let state):
-                visit(.created(request, RecoveryBuilder.withoutBodies(state), location))
+            case .created(var operation):
+                operation.state = RecoveryBuilder.withoutBodies(operation.state)
+                visit(.created(operation, location))
             case .updated(let id, let state):
                 visit(.updated(id, RecoveryBuilder.withoutBodies(state), location))
             case .deleted(let id):
@@ -176,14 +177,14 @@ struct RecoveryBuilder {
 
     mutating func apply(_ event: OperationLog.RecoveryEvent) {
         switch event {
-        case .created(let request, let state, let location):
-            guard slots[request.id] == nil else { return }
-            slots[request.id] = operations.count
-            operations.append(RecoveredOperation(request: request, state: state, createdAt: location, stateAt: nil))
+        case .created(let operation, let location):
+            guard slots[operation.id] == nil else { return }
+            slots[operation.id] = operations.count
+            operations.append(RecoveredOperation(operation: operation, createdAt: location, stateAt: nil))
             removed.append(false)
         case .updated(let id, let state, let location):
             guard let slot = slots[id] else { return }
-            operations[slot].state = state
+            operations[slot].operation.state = state
             operations[slot].stateAt = location
         case .deleted(let id):
             guard let slot = slots.removeValue(forKey: id) else { return }

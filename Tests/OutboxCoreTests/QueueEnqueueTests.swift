@@ -19,7 +19,7 @@ struct QueueEnqueueTests {
                                logger: lines.logger, metrics: Metrics())
     }
 
-    static func enqueue(_ request: OperationRequest, into queue: OutboxQueue) async -> Result<QueuedOperationInfo, EnqueueError> {
+    static func enqueue(_ request: OperationRequest, into queue: OutboxQueue) async -> Result<OperationSnapshot, EnqueueError> {
         await withCheckedContinuation { continuation in
             queue.enqueue(request) { continuation.resume(returning: $0) }
         }
