@@ -25,7 +25,7 @@ struct QueueEnqueueTests {
         }
     }
 
-    /// `request` with another id (and, when given, another key or body): a second client's write.
+    /// `request` with another id (and, when given, another key or fingerprint): a second client's write.
     static func another(_ request: OperationRequest, id: UUID = UUID(), key: String? = nil, fingerprint: [UInt8]? = nil) -> OperationRequest {
         var copy = request
         copy.id = id
