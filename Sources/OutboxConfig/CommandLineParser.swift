@@ -88,6 +88,6 @@ public enum CommandLineParser {
 
     /// Arguments are quoted in messages so that empty or space-laden ones stay visible.
     private static func quoted(_ text: String) -> String {
-        JSONValue.quoted(text)
+        JSON.quoted(text)
     }
 }

@@ -9,7 +9,7 @@ struct ConfigField {
     static let maxSeconds: Double = 1_000_000_000
 
     let path: String
-    let value: JSONValue
+    let value: JSON
 
     /// An error naming this key: `path: text`.
     func error(_ text: String) -> ConfigError {
@@ -26,23 +26,23 @@ struct ConfigField {
         switch value {
         case .null: "null"
         case .bool(let flag): String(flag)
-        case .integer(let number): String(number)
-        case .double(let number): JSONValue.numberText(number)
-        case .string(let text): JSONValue.quoted(text)
+        case .int(let number): String(number)
+        case .double(let number): JSON.numberText(number)
+        case .string(let text): JSON.quoted(text)
         case .array: "an array"
         case .object: "an object"
         }
     }
 
     func integer() throws(ConfigError) -> Int {
-        guard case .integer(let number) = value else { throw error("expected integer") }
+        guard case .int(let number) = value else { throw error("expected integer") }
         return number
     }
 
     /// Any JSON number; integers are exact in a `Double` up to 2^53, beyond what configs use.
     func number() throws(ConfigError) -> Double {
         switch value {
-        case .integer(let number): return Double(number)
+        case .int(let number): return Double(number)
         case .double(let number): return number
         default: throw error("expected number")
         }
@@ -98,7 +98,7 @@ struct ConfigField {
     func seconds() throws(ConfigError) -> Double {
         let number = try number()
         guard number.isFinite, number >= 0, number <= Self.maxSeconds else {
-            throw invalid("seconds between 0 and \(JSONValue.numberText(Self.maxSeconds))")
+            throw invalid("seconds between 0 and \(JSON.numberText(Self.maxSeconds))")
         }
         return number
     }

@@ -31,26 +31,26 @@ public enum ConfigLoader {
         }
         if let listen = options.listen {
             guard let address = SocketAddressSpec.parse(listen) else {
-                throw ConfigError("--listen: expected HOST:PORT, got \(JSONValue.quoted(listen))")
+                throw ConfigError("--listen: expected HOST:PORT, got \(JSON.quoted(listen))")
             }
             config.listen = address
         }
         if let upstream = options.upstream {
             guard let url = UpstreamURL.parse(upstream) else {
-                throw ConfigError("--upstream: expected http:// or https:// URL without query or fragment, got \(JSONValue.quoted(upstream))")
+                throw ConfigError("--upstream: expected http:// or https:// URL without query or fragment, got \(JSON.quoted(upstream))")
             }
             config.upstream = url
         }
         if let directory = options.dataDirectory {
             guard OutboxConfig.isValidDataDirectory(directory) else {
-                throw ConfigError("--data-dir: expected non-empty path, got \(JSONValue.quoted(directory))")
+                throw ConfigError("--data-dir: expected non-empty path, got \(JSON.quoted(directory))")
             }
             config.dataDirectory = directory
         }
         if let level = options.logLevel {
             guard let parsed = LogLevel(rawValue: level) else {
                 let choices = LogLevel.allCases.map(\.rawValue).joined(separator: ", ")
-                throw ConfigError("--log-level: expected one of \(choices), got \(JSONValue.quoted(level))")
+                throw ConfigError("--log-level: expected one of \(choices), got \(JSON.quoted(level))")
             }
             config.logLevel = parsed
         }
@@ -65,7 +65,7 @@ public enum ConfigLoader {
         // an `admin.listen` that the file gave the same address.
         if let admin = config.admin.listen, admin.port != 0, admin.port == config.listen.port,
            admin.host.lowercased() == config.listen.host.lowercased() {
-            throw ConfigError("admin.listen: expected an address other than listen, got \(JSONValue.quoted(admin.description))")
+            throw ConfigError("admin.listen: expected an address other than listen, got \(JSON.quoted(admin.description))")
         }
         return config
     }

@@ -15,7 +15,7 @@ extension OutboxConfig {
     /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
     /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`), not as "use the default".
     public static func parse(json: [UInt8]) throws(ConfigError) -> OutboxConfig {
-        let document: JSONValue
+        let document: JSON
         do {
             document = try JSONReader.parse(json)
         } catch {

@@ -1,13 +1,12 @@
 /// FIPS 180-4 SHA-256, small and dependency free (Foundation on Linux has no CryptoKit): the
-/// fingerprint that tells "the same request" for idempotency keys. The integration
-/// tests keep their own copy on purpose: the harness never trusts product code.
-/// (Originally written for the test harness, where
-/// the streaming tests compare 64 MiB bodies without holding them.)
+/// fingerprint that tells "the same request" for idempotency keys, and the digest the
+/// integration harness compares bodies by (streamed, so 64 MiB bodies are never held). Its
+/// tests check it against the FIPS 180-4 examples and against coreutils' `sha256sum`.
 ///
 /// Written for debug builds (tests run at -Onone): raw pointers, wrapping operators and no
 /// generic shifts, because each of those is a real function call when nothing is inlined.
 /// That keeps it near 100 MB/s instead of 10.
-struct SHA256: Sendable {
+package struct SHA256: Sendable {
     private static let roundConstants: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
         0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
@@ -27,22 +26,22 @@ struct SHA256: Sendable {
     private var totalLength: UInt64 = 0
 
     /// A fresh hash state.
-    init() {}
+    package init() {}
 
     /// The lowercase hex digest of `bytes`.
-    static func hex(of bytes: [UInt8]) -> String {
+    package static func hex(of bytes: [UInt8]) -> String {
         var hasher = SHA256()
         hasher.update(bytes)
         return hasher.finalizeHex()
     }
 
     /// Feeds more message bytes.
-    mutating func update(_ bytes: [UInt8]) {
+    package mutating func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// Feeds more message bytes straight from a buffer, so socket reads need no copy.
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         totalLength &+= UInt64(bytes.count)
         var offset = 0
@@ -65,7 +64,7 @@ struct SHA256: Sendable {
     }
 
     /// Pads, finishes and returns the 32-byte digest.
-    mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         let bitLength = totalLength &* 8
         let used = (pending.count + 1) % 64
         var tail: [UInt8] = [0x80] + [UInt8](repeating: 0, count: used <= 56 ? 56 - used : 120 - used)
@@ -80,7 +79,7 @@ struct SHA256: Sendable {
     }
 
     /// Pads, finishes and returns the digest as lowercase hex.
-    mutating func finalizeHex() -> String {
+    package mutating func finalizeHex() -> String {
         let digits = Array("0123456789abcdef")
         return String(finalize().flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] })
     }

@@ -89,7 +89,7 @@ enum ProxyError: Error, Equatable {
 /// Builds the complete bytes of an error response in the JSON envelope.
 enum ErrorResponse {
     static func bytes(for error: ProxyError, close: Bool, retryAfterSeconds: Int) -> [UInt8] {
-        let body = Array(#"{"error":{"code":"\#(error.code)","message":\#(JSONValue.quoted(error.message))}}"#.utf8) + [10]
+        let body = Array(#"{"error":{"code":"\#(error.code)","message":\#(JSON.quoted(error.message))}}"#.utf8) + [10]
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Content-Length", String(body.count))

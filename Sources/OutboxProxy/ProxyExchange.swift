@@ -349,10 +349,21 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .invalid, .repeated: break  // refused, so nothing to look up
         }
         var known = QueueDecision.KnownKey.unknown
-        if !idempotencyKey.isEmpty, let existing = queue.operation(withKey: idempotencyKey) {
-            fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
-            let stored = existing.status == .completed ? queue.completedResponse(of: existing.id) : nil
-            known = .operation(existing, storedResponse: stored)
+        if !idempotencyKey.isEmpty {
+            let existing: OperationSnapshot?
+            do {
+                existing = try queue.operation(withKey: idempotencyKey)
+            } catch {
+                // The key is taken but its operation unreadable: storing or forwarding again could
+                // deliver it twice.
+                fail(.insufficientStorage("\(error)"))
+                return
+            }
+            if let existing {
+                fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
+                let stored = existing.state.status == .completed ? existing.state.response : nil
+                known = .operation(existing, storedResponse: stored)
+            }
         }
         let request = QueueDecision.Request(
             key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
@@ -448,7 +459,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    private func storeFinished(_ result: Result<QueuedOperationInfo, EnqueueError>) {
+    private func storeFinished(_ result: Result<OperationSnapshot, EnqueueError>) {
         // The client may have gone meanwhile: the operation is stored all the same.
         guard phase == .storing, let queue = client.context.queue else { return }
         carryOut(QueueDecision.stored(result), queue)

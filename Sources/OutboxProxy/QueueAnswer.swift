@@ -13,10 +13,10 @@ struct QueueAnswer: Equatable {
     /// `202 Accepted` for `info`: its id (also as `Outbox-Operation-Id` and in the `Location`
     /// below `locationBase`), its key under `idempotencyHeader`, and a JSON body with id,
     /// status, key and `queuedAt`.
-    static func accepted(_ info: QueuedOperationInfo, locationBase: String, idempotencyHeader: String) -> QueueAnswer {
+    static func accepted(_ info: OperationSnapshot, locationBase: String, idempotencyHeader: String) -> QueueAnswer {
         let id = UUIDText.lowercase(info.id)
         let text = JSON.object([
-            ("id", .string(id)), ("status", .string(info.status.rawValue)),
+            ("id", .string(id)), ("status", .string(info.state.status.rawValue)),
             ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
         ]).rendered() + "\n"
         var headers = HTTPHeaders()

@@ -27,7 +27,7 @@ enum QueueDecision: Equatable, Sendable {
     /// Answer the stored response of the completed operation `operation`, marked as a replay.
     case replay(StoredResponse, operation: UUID)
     /// Answer `202` for this operation: the one the key already names, or the one just stored.
-    case accept(QueuedOperationInfo)
+    case accept(OperationSnapshot)
     /// Answer an error, and do nothing else.
     case reject(QueueRefusal)
 
@@ -53,7 +53,7 @@ enum QueueDecision: Equatable, Sendable {
         /// Nothing: the request is new.
         case unknown
         /// An operation; for a completed one, its kept response when it could be read.
-        case operation(QueuedOperationInfo, storedResponse: StoredResponse?)
+        case operation(OperationSnapshot, storedResponse: StoredResponse?)
     }
 
     /// `Outbox-Depends-On`, resolved by the queue.
@@ -102,7 +102,7 @@ enum QueueDecision: Equatable, Sendable {
         }
         if case .operation(let existing, let stored) = request.known {
             guard existing.fingerprint == request.fingerprint else { return .reject(.keyReused) }
-            if existing.status == .completed, let stored { return .replay(stored, operation: existing.id) }
+            if existing.state.status == .completed, let stored { return .replay(stored, operation: existing.id) }
             return .accept(existing)
         }
         if request.connectivity != .online || request.forceQueue || request.laneHasQueued {
@@ -122,7 +122,7 @@ enum QueueDecision: Equatable, Sendable {
     }
 
     /// What the queue's answer to a store asks for.
-    static func stored(_ result: Result<QueuedOperationInfo, EnqueueError>) -> QueueDecision {
+    static func stored(_ result: Result<OperationSnapshot, EnqueueError>) -> QueueDecision {
         switch result {
         case .success(let info): .accept(info)
         // Another client stored a different request under the key meanwhile.

@@ -40,17 +40,3 @@ package enum AdminRefusal: Error, Sendable {
     case notFound
     case notRetryable(OperationStatus)
 }
-
-/// An operation's index fields plus its latest state: what lists and details show.
-package struct OperationSnapshot: Sendable {
-    package var id: UUID
-    package var origin: Origin
-    package var method: String
-    package var target: String
-    package var idempotencyKey: String
-    package var priority: OperationPriority
-    package var tag: String?
-    package var dependsOn: UUID?
-    package var createdAt: Int64
-    package var state: OperationState
-}

@@ -24,7 +24,7 @@ public final class OutboxQueue: Sendable {
     private let index: Mutex<QueueIndex<StoredAt>>
     /// Keys whose `created` record is being written: a second request with the same key waits
     /// for the first instead of storing a duplicate.
-    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)]]>([:])
+    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
     /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
@@ -48,21 +48,23 @@ public final class OutboxQueue: Sendable {
         var index = QueueIndex<StoredAt>()
         let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
             switch event {
-            case .created(let summary, var state, let location):
+            case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
-                if state.status == .inProgress { state.status = .pending }
+                if operation.state.status == .inProgress { operation.state.status = .pending }
                 do {
-                    try index.insert(id: summary.id, origin: summary.origin, idempotencyKey: summary.idempotencyKey,
-                                     priority: summary.priority, tag: summary.tag, dependsOn: summary.dependsOn,
-                                     createdAt: summary.createdAt, state: state,
-                                     locator: StoredAt(created: location, state: nil))
+                    try index.insert(operation, locator: StoredAt(created: location, state: nil))
                 } catch {
-                    logger.warn("recovery_skipped", ["id": summary.id.lowercasedText, "error": "\(error)"])
+                    // The first record holding an id or key wins, as it did when this one was
+                    // appended (its enqueue answered with an error, never 202).
+                    logger.warn("recovery_skipped", ["id": operation.id.lowercasedText, "error": "\(error)"])
                 }
             case .updated(let id, var state, let location):
+                // An update of an id that is not indexed belongs to an operation deleted before
+                // it, or never indexed: neither exists any more.
                 guard let entry = index.entry(id) else { return }
                 if state.status == .inProgress { state.status = .pending }
-                try? index.update(id, state: state, locator: StoredAt(created: entry.locator.created, state: location))
+                Self.apply(state, locator: StoredAt(created: entry.locator.created, state: location), of: id,
+                           to: &index, logger: logger)
             case .deleted(let id):
                 index.remove(id)
             }
@@ -111,7 +113,7 @@ public final class OutboxQueue: Sendable {
         }
         for id in expired {
             guard let entry = index.withLock({ $0.entry(id) }), entry.status == .pending else { continue }
-            if let state = ReplayTransition.expire(current: currentState(entry), createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
+            if let state = ReplayTransition.expire(current: entry.state, createdAt: entry.createdAt, now: now, ttlSeconds: ttlSeconds) {
                 await record(id, state)
             }
         }
@@ -142,7 +144,7 @@ public final class OutboxQueue: Sendable {
                 var locator = entry.locator
                 if locator.created.segment == locations.created.segment { locator.created = locations.created }
                 if let state = locations.state, locator.state?.segment == state.segment { locator.state = state }
-                try? index.update(id, state: currentState(entry), locator: locator)
+                Self.apply(entry.state, locator: locator, of: id, to: &index, logger: logger)
             }
         }
     }
@@ -153,7 +155,7 @@ public final class OutboxQueue: Sendable {
         do {
             _ = try await log.append(.deleted(id))
         } catch {
-            logger.warn("storage_failed", ["operation": "delete", "error": "\(error)"])
+            logger.warn("storage_failed", ["operation": "delete", "id": id.lowercasedText, "error": "\(error)"])
             return false
         }
         let woken = index.withLock { index -> [Origin] in
@@ -182,15 +184,53 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    private func currentState(_ entry: QueueIndex<StoredAt>.Entry) -> OperationState {
-        OperationState(status: entry.status, retryCount: entry.retryCount, lastAttemptAt: entry.lastAttemptAt,
-                       nextAttemptAt: entry.nextAttemptAt, lastError: entry.lastError)
+    /// The operation as the index has it, with what only its `created` record holds (method,
+    /// target, fingerprint; left empty when `request` is nil) and `state` in place of the index's.
+    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, request: OperationRequest?,
+                          state: OperationState? = nil) -> OperationSnapshot {
+        OperationSnapshot(id: entry.id, origin: entry.origin, method: request?.method ?? "", target: request?.target ?? "",
+                          idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
+                          priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
+                          state: state ?? entry.state)
     }
 
-    private func info(_ entry: QueueIndex<StoredAt>.Entry) -> QueuedOperationInfo? {
-        guard let request = try? log.readRequest(at: entry.locator.created) else { return nil }
-        return QueuedOperationInfo(id: entry.id, status: entry.status, idempotencyKey: entry.idempotencyKey,
-                                   fingerprint: request.fingerprint, createdAt: entry.createdAt)
+    /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
+    /// record and the response of a completed operation in its latest state, both read from disk.
+    private func keyHolder(_ entry: QueueIndex<StoredAt>.Entry) throws(QueueReadError) -> OperationSnapshot {
+        let request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
+        var state = entry.state
+        if entry.status == .completed {
+            if let pending = unwritten.withLock({ $0[entry.id]?.state }) {
+                state.response = pending.response
+            } else if let location = entry.locator.state {
+                state.response = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get().response
+            }
+        }
+        return snapshot(entry, request: request, state: state)
+    }
+
+    /// Runs a read of `id`'s records; a failure is logged as an error with the operation id and
+    /// becomes the queue's own error (the storage error type stays below the queue).
+    private func read<Value>(_ id: UUID, _ body: () throws(StorageError) -> Value) -> Result<Value, QueueReadError> {
+        do {
+            return .success(try body())
+        } catch {
+            logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
+            return .failure(QueueReadError(id: id, reason: "\(error)"))
+        }
+    }
+
+    /// Gives the index the state of `id` (and where its record now is). Every caller found `id`
+    /// in the index under the same lock, and an unknown id is the only change the index refuses,
+    /// so a refusal means index and log disagree: it is logged as an error with the operation id,
+    /// never dropped in silence.
+    private static func apply(_ state: OperationState, locator: StoredAt? = nil, of id: UUID,
+                              to index: inout QueueIndex<StoredAt>, logger: Logger) {
+        do {
+            try index.update(id, state: state, locator: locator)
+        } catch {
+            logger.error("index_update_failed", ["id": id.lowercasedText, "error": "\(error)"])
+        }
     }
 
     // MARK: Drain
@@ -221,15 +261,9 @@ extension OutboxQueue: QueueGateway {
         index.withLock { $0.hasQueued(origin: origin) }
     }
 
-    package func operation(withKey idempotencyKey: String) -> QueuedOperationInfo? {
+    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
         guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
-        return info(entry)
-    }
-
-    package func completedResponse(of id: UUID) -> StoredResponse? {
-        if let pending = unwritten.withLock({ $0[id]?.state }) { return pending.response }
-        guard let location = index.withLock({ $0.entry(id)?.locator.state }) else { return nil }
-        return (try? log.readState(at: location))?.response
+        return try keyHolder(entry)
     }
 
     package func resolveDependency(_ reference: String) -> UUID? {
@@ -239,7 +273,7 @@ extension OutboxQueue: QueueGateway {
         }
     }
 
-    package func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void) {
+    package func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         let count = index.withLock { $0.count }
         guard count < maxOperations else {
             completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
@@ -255,34 +289,68 @@ extension OutboxQueue: QueueGateway {
             return true
         }
         guard first else { return }
-        let state = OperationState()
-        log.append(.created(request, state)) { [self] result in
-            let outcome: Result<QueuedOperationInfo, EnqueueError>
+        // The proxy looked the key up before it chose to store, but a request with the same key
+        // may have been stored since (forwarded first, then queued; or on another loop). A second
+        // `created` record for the key would be refused by the index while its client heard
+        // 202: answer it as a request that waited for the key's first writer is answered.
+        if let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) {
+            let outcome: Result<OperationSnapshot, EnqueueError>
+            do {
+                outcome = .success(try keyHolder(holder))
+            } catch {
+                outcome = .failure(.storage("\(error)"))
+            }
+            settle(request, outcome, completion)
+            return
+        }
+        let operation = OperationSnapshot(request, state: OperationState())
+        log.append(.created(request, operation.state)) { [self] result in
+            let outcome: Result<OperationSnapshot, EnqueueError>
             switch result {
             case .success(let location):
-                let woken = index.withLock { index -> [Origin] in
-                    try? index.insert(request, state: state, locator: StoredAt(created: location, state: nil))
-                    return index.takeLanesToWake()
+                let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
+                    do throws(QueueIndexError) {
+                        try index.insert(operation, locator: StoredAt(created: location, state: nil))
+                        return .success(index.takeLanesToWake())
+                    } catch {
+                        return .failure(error)
+                    }
                 }
-                metrics.enqueued()
-                outcome = .success(QueuedOperationInfo(id: request.id, status: .pending, idempotencyKey: request.idempotencyKey,
-                                                       fingerprint: request.fingerprint, createdAt: request.createdAt))
-                wake(woken + [request.origin])
+                switch inserted {
+                case .success(let woken):
+                    metrics.enqueued()
+                    outcome = .success(operation)
+                    wake(woken + [request.origin])
+                case .failure(let error):
+                    // The key was checked under its reservation, so only an id already indexed
+                    // gets here. The record is durable, but recovery refuses it the same way (the
+                    // first record holding an id wins) and compaction drops it: the operation will
+                    // never be replayed, so its client must hear an error, not 202.
+                    logger.error("enqueue_not_indexed", ["id": request.id.lowercasedText, "error": "\(error)"])
+                    outcome = .failure(.storage("operation \(request.id.lowercasedText) was written but not indexed: \(error)"))
+                }
             case .failure(.full):
                 outcome = .failure(.full("the disk is full"))
             case .failure(let error):
-                logger.error("storage_failed", ["operation": "enqueue", "error": "\(error)"])
+                logger.error("storage_failed", ["operation": "enqueue", "id": request.id.lowercasedText, "error": "\(error)"])
                 outcome = .failure(.storage("\(error)"))
             }
-            completion(outcome)
-            let waiting = reserving.withLock { $0.removeValue(forKey: request.idempotencyKey) ?? [] }
-            for waiter in waiting {
-                switch outcome {
-                case .success(let info): waiter.completion(waiter.fingerprint == info.fingerprint ? .success(info) : .failure(.keyConflict))
-                case .failure: waiter.completion(outcome)
-                }
-            }
+            settle(request, outcome, completion)
         }
+    }
+
+    /// Answers the first writer of a key and every request that waited for it: each gets the
+    /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
+    /// goes to all of them.
+    private func settle(_ request: OperationRequest, _ outcome: Result<OperationSnapshot, EnqueueError>,
+                        _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
+        func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
+            guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
+            return .failure(.keyConflict)
+        }
+        completion(answer(request.fingerprint))
+        let waiting = reserving.withLock { $0.removeValue(forKey: request.idempotencyKey) ?? [] }
+        for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
     }
 
     package func originUnreachable(_ origin: Origin, reason: String) {
@@ -307,16 +375,24 @@ extension OutboxQueue: ReplaySource {
             return (step, step.dependencyFailed.compactMap { index.entry($0) })
         }
         if let dependent = failing.first {
-            return .failDependent(dependent.id, currentState(dependent))
+            return .failDependent(dependent.id, dependent.state)
         }
         switch step.next {
         case .deliver(let id):
             guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
-            guard let request = try? log.readRequest(at: entry.locator.created) else {
-                // A compaction moved it a moment ago: the index is about to point at the copy.
-                return .wait(until: now + 50)
+            do {
+                return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
+            } catch {
+                if case .stale = error {
+                    // A compaction moved it a moment ago: the index is about to point at the copy.
+                    return .wait(until: now + 50)
+                }
+                // Skipping it would let later operations overtake it, and failing it would give
+                // up on a request that may read fine once the disk recovers: the lane retries,
+                // loudly, until then or until an operator deletes it.
+                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
+                return .wait(until: now + 1000)
             }
-            return .attempt(id, request, currentState(entry))
         case .wait(let until): return .wait(until: until)
         case .busy, .idle: return .idle
         }
@@ -327,12 +403,15 @@ extension OutboxQueue: ReplaySource {
         do {
             location = try await log.append(.updated(id, state))
         } catch {
-            logger.error("storage_failed", ["operation": "update", "error": "\(error)"])
+            logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
             return
         }
         let woken = index.withLock { index -> [Origin] in
+            // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
+            // at recovery anyway.
             guard let entry = index.entry(id) else { return [] }
-            try? index.update(id, state: state, locator: StoredAt(created: entry.locator.created, state: location))
+            Self.apply(state, locator: StoredAt(created: entry.locator.created, state: location), of: id,
+                       to: &index, logger: logger)
             return index.takeLanesToWake()
         }
         wake(woken)
@@ -343,7 +422,9 @@ extension OutboxQueue: ReplaySource {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
         let woken = index.withLock { index -> [Origin] in
-            try? index.update(id, state: state)
+            // Gone meanwhile (an admin delete): the record below is then ignored at recovery too.
+            guard index.entry(id) != nil else { return [] }
+            Self.apply(state, of: id, to: &index, logger: logger)
             return index.takeLanesToWake()
         }
         wake(woken)
@@ -356,13 +437,13 @@ extension OutboxQueue: ReplaySource {
                     guard let entry = index.entry(id) else { return }
                     var locator = entry.locator
                     locator.state = location
-                    try? index.update(id, state: currentState(entry), locator: locator)
+                    Self.apply(entry.state, locator: locator, of: id, to: &index, logger: logger)
                 }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }
                 }
             case .failure(let error):
-                logger.error("storage_failed", ["operation": "update", "error": "\(error)"])
+                logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
             }
         }
         if state.status.isFinished { notifyDrainWaiters() }
@@ -407,37 +488,34 @@ extension OutboxQueue: AdminQueueSource {
         }
         guard let page else { return ([], nil) }
         // Method and target live in the created record: one read per listed operation.
+        // An unreadable one is still listed (one bad record must not hide the page), without
+        // method and target, and logged as an error with its id by `read`.
         let items = page.entries.map { entry in
-            let request = try? log.readRequest(at: entry.locator.created)
-            return snapshot(entry, method: request?.method ?? "", target: request?.target ?? "")
+            switch read(entry.id, { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }) {
+            case .success(let request): snapshot(entry, request: request)
+            case .failure: snapshot(entry, request: nil)
+            }
         }
         return (items, page.next == nil ? nil : items.last?.id)
     }
 
-    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, state: OperationState? = nil, method: String = "", target: String = "") -> OperationSnapshot {
-        OperationSnapshot(id: entry.id, origin: entry.origin, method: method, target: target, idempotencyKey: entry.idempotencyKey,
-                          priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
-                          state: state ?? currentState(entry))
-    }
-
     package func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
         guard let entry = index.withLock({ $0.entry(id) }) else { return nil }
-        let request: OperationRequest
-        do {
-            request = try log.readRequest(at: entry.locator.created)
-        } catch {
-            logger.warn("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
-            return nil
-        }
-        var state = currentState(entry)
+        // `read` logs an unreadable record as an error with the operation id. Without its
+        // request there is nothing to show; without its latest state, the detail lacks only the
+        // response and conflict bodies.
+        guard case .success(let request) = read(id, { () throws(StorageError) in try log.readRequest(at: entry.locator.created) })
+        else { return nil }
+        var state = entry.state
         if let pending = unwritten.withLock({ $0[id]?.state }) {
             state.response = pending.response
             state.conflict = pending.conflict
-        } else if let location = entry.locator.state, let stored = try? log.readState(at: location) {
+        } else if let location = entry.locator.state,
+                  case .success(let stored) = read(id, { () throws(StorageError) in try log.readState(at: location) }) {
             state.response = stored.response
             state.conflict = stored.conflict
         }
-        return (snapshot(entry, state: state, method: request.method, target: request.target), request)
+        return (snapshot(entry, request: request, state: state), request)
     }
 
     package func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal> {
@@ -466,9 +544,9 @@ extension OutboxQueue: AdminQueueSource {
         let woken = index.withLock { index -> [Origin] in
             let waiting = index.list(QueueIndex<StoredAt>.Filter(status: .pending), limit: Int.max).entries
             for entry in waiting where entry.nextAttemptAt != nil {
-                var state = currentState(entry)
+                var state = entry.state
                 state.nextAttemptAt = nil
-                try? index.update(entry.id, state: state)
+                Self.apply(state, of: entry.id, to: &index, logger: logger)
             }
             return index.knownOrigins
         }
@@ -488,6 +566,7 @@ extension OutboxQueue: AdminQueueSource {
             // Re-check: the last operation may have finished between the count and the insert.
             notifyDrainWaiters()
             Task {
+                // Cancelled, the sleep only ends early: the waiter then hears "not drained".
                 try? await Task.sleep(nanoseconds: UInt64(timeoutSeconds * 1e9))
                 drainWaiters.withLock { $0.removeValue(forKey: token) }?.resume(returning: false)
             }

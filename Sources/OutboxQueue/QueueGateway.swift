@@ -11,14 +11,16 @@ package protocol QueueGateway: AnyObject, Sendable {
     var forcedOffline: Bool { get }
     /// Operations for `origin` not yet finished: new writes queue behind them, never overtake them.
     func hasQueued(_ origin: Origin) -> Bool
-    /// The stored operation carrying `idempotencyKey`, if any.
-    func operation(withKey idempotencyKey: String) -> QueuedOperationInfo?
-    /// The response kept for a completed operation, read from disk.
-    func completedResponse(of id: UUID) -> StoredResponse?
+    /// The stored operation carrying `idempotencyKey`, if any, with the response it completed
+    /// with (read from disk). Throws when the key is indexed but its records cannot be read:
+    /// the caller can then tell neither a repeat from a conflict nor a free key, and must answer
+    /// an error rather than store or forward the request again.
+    func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot?
     /// An id or idempotency key from `Outbox-Depends-On`, resolved to an operation id.
     func resolveDependency(_ reference: String) -> UUID?
-    /// Stores the operation durably; `completion` runs after its record is on stable storage.
-    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<QueuedOperationInfo, EnqueueError>) -> Void)
+    /// Stores the operation durably; `completion` runs after its record is on stable storage,
+    /// with the operation that holds the request's key (this one, or one stored before it).
+    func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)
     /// Queueing was decided because `origin` is unreachable: remember it for the replayer.
     func originUnreachable(_ origin: Origin, reason: String)
     /// A forwarded request got an answer from `origin`.
@@ -27,22 +29,23 @@ package protocol QueueGateway: AnyObject, Sendable {
     func isOnline(_ origin: Origin) -> Bool
 }
 
-/// The part of an operation the proxy answers with.
-package struct QueuedOperationInfo: Sendable, Equatable {
-    package var id: UUID
-    package var status: OperationStatus
-    package var idempotencyKey: String
-    package var fingerprint: [UInt8]
-    /// Milliseconds since the epoch.
-    package var createdAt: Int64
-}
-
 /// Why a request could not be stored.
 package enum EnqueueError: Error, Sendable, Equatable {
     /// `queue.maxOperations` reached, or the disk is full: 507.
     case full(String)
     /// The key is taken by a different request (a race with another client): 422.
     case keyConflict
-    /// Storage failed otherwise: 507 as well, the proxy keeps serving.
+    /// Storage failed otherwise (writing the operation, indexing it, or reading back the one
+    /// its key names): 507 as well, the proxy keeps serving.
     case storage(String)
+}
+
+/// The queue holds an operation but cannot read its records back from disk, so it cannot say
+/// what the operation is. Never the same as "no such operation".
+package struct QueueReadError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var id: UUID
+    /// The storage failure, as text (the storage layer's error type stays below the queue).
+    package var reason: String
+
+    package var description: String { "stored operation \(id.lowercasedText) cannot be read: \(reason)" }
 }

@@ -35,7 +35,10 @@ import OutboxModel
 /// request would cost more than the lookup). `Locator` is whatever the storage layer needs to find
 /// an operation's records again (segment, offset, length…); the index only keeps it.
 public struct QueueIndex<Locator: Sendable>: Sendable {
-    /// One operation as the index knows it.
+    /// One operation as the index knows it: the `OperationSnapshot` fields the index keeps
+    /// (method, target, fingerprint and response bodies stay on disk, so that a million
+    /// operations fit in memory), its state spread out as the compact record stores it, and
+    /// what only the index has: the creation `sequence` and the storage `locator`.
     public struct Entry: Sendable {
         /// Operation id.
         public var id: UUID
@@ -66,6 +69,12 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         public var lastError: String?
         /// Where the storage keeps it.
         public var locator: Locator
+
+        /// The state the index holds: `response` and `conflict` are on disk only.
+        public var state: OperationState {
+            OperationState(status: status, retryCount: retryCount, lastAttemptAt: lastAttemptAt,
+                           nextAttemptAt: nextAttemptAt, lastError: lastError)
+        }
     }
 
     /// Longest `lastError` kept in the index, in characters.
@@ -168,11 +177,11 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         apply(state, to: slot)
     }
 
-    /// Adds the operation `request` describes, in `state`.
-    public mutating func insert(_ request: OperationRequest, state: OperationState, locator: Locator) throws(QueueIndexError) {
-        try insert(id: request.id, origin: request.origin, idempotencyKey: request.idempotencyKey,
-                   priority: request.priority, tag: request.tag, dependsOn: request.dependsOn,
-                   createdAt: request.createdAt, state: state, locator: locator)
+    /// Adds `operation` in its state (the fields the index does not keep are dropped).
+    public mutating func insert(_ operation: OperationSnapshot, locator: Locator) throws(QueueIndexError) {
+        try insert(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
+                   priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
+                   createdAt: operation.createdAt, state: operation.state, locator: locator)
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).

@@ -30,6 +30,7 @@ public final class Reachability: Sendable {
     package init(probeIntervalSeconds: Double,
                 probe: @escaping @Sendable (Origin) async -> Bool,
                 sleep: @escaping @Sendable (Double) async -> Void = { seconds in
+                    // Cancelled, the sleep only ends early: the next probe comes sooner.
                     try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
                 },
                 now: @escaping @Sendable () -> Int64 = { WallClock.millis() }) {

@@ -124,8 +124,9 @@ public actor Replayer {
             if deadline <= now() { return }
             let clock = self.clock
             Task {
+                // Cancelled, the sleep only ends early, and an early wake only makes the lane look
+                // again (this task runs on the actor).
                 try? await clock.sleep(until: deadline)
-                // This task runs on the actor: a spurious wake only makes the lane look again.
                 self.wake(origin)
             }
         }

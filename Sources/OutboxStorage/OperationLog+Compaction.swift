@@ -19,7 +19,7 @@ extension OperationLog {
     /// Returns the new locations of every operation that had a record moved. Apply an entry
     /// only while your index still points into the same segment number (a state appended
     /// during compaction lives in a newer segment and must win). Reads of a location from
-    /// before the move fail with `.corrupt` instead of returning another record.
+    /// before the move fail with `.stale` instead of returning another record.
     public func compact(current: (UUID) -> CompactedLocations?) throws(StorageError) -> [UUID: CompactedLocations] {
         try compactionLock.withLock { (_: inout ()) throws(StorageError) -> [UUID: CompactedLocations] in
             let sealed = segments.withLock { table -> [SegmentFile] in
@@ -50,6 +50,8 @@ extension OperationLog {
         var neededBytes = 0
         var scanner = SegmentScanner(fd: file.fd, path: file.path, fileSize: size, start: Int64(SegmentHeader.size))
         _ = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
+            // A payload too short for an id did not parse at recovery either (which logged it as
+            // skipped), so no index needs it: dropping it loses nothing.
             guard let id = try? RecordCodec.decodeID(payload: payload) else { return }
             let location = RecordLocation(segment: file.name.segment, generation: file.name.generation,
                                           offset: UInt64(offset), length: UInt32(frameLength))

@@ -11,16 +11,14 @@ extension OperationLog {
     public static func open(directory: String, options: Options = .init(),
                             logger: Logger) throws(StorageError) -> (OperationLog, [RecoveredOperation]) {
         var builder = RecoveryBuilder()
-        let log = try open(directory: directory, options: options, logger: logger) { type, payload, location in
-            builder.apply(type: type, payload: payload, at: location)
-        }
+        let log = try open(directory: directory, options: options, logger: logger) { builder.apply($0) }
         return (log, builder.finish())
     }
 
     /// One record met by recovery, in log order (bodies not decoded; states without response
     /// or conflict bodies).
     public enum RecoveryEvent {
-        case created(OperationSummary, OperationState, RecordLocation)
+        case created(OperationSnapshot, RecordLocation)
         case updated(UUID, OperationState, RecordLocation)
         case deleted(UUID)
     }
@@ -33,10 +31,18 @@ extension OperationLog {
                             visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
         var origins = OriginTable()
         return try open(directory: directory, options: options, logger: logger) { type, payload, location in
-            guard let summary = try? RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins) else { return false }
+            let summary: RecordCodec.Summary
+            do {
+                summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins)
+            } catch {
+                // Not swallowed: the segment's scan counts it and logs `storage_records_skipped`
+                // (the payload may not even hold an id to name).
+                return false
+            }
             switch summary {
-            case .created(let request, let state):
-                visit(.created(request, RecoveryBuilder.withoutBodies(state), location))
+            case .created(var operation):
+                operation.state = RecoveryBuilder.withoutBodies(operation.state)
+                visit(.created(operation, location))
             case .updated(let id, let state):
                 visit(.updated(id, RecoveryBuilder.withoutBodies(state), location))
             case .deleted(let id):
@@ -161,38 +167,29 @@ extension OperationLog {
     }
 }
 
-/// Replays records in log order into the list recovery returns: `created` adds an operation,
-/// `updated` replaces its state, `deleted` removes it; records about unknown ids are ignored
-/// (their operation was compacted away or never stored).
+/// Replays recovery's events in log order into the list recovery returns: `created` adds an
+/// operation, `updated` replaces its state, `deleted` removes it; events about unknown ids are
+/// ignored (their operation was compacted away or never stored).
 struct RecoveryBuilder {
     private var operations: [RecoveredOperation] = []
     private var removed: [Bool] = []
     private var slots: [UUID: Int] = [:]
-    private var origins = OriginTable()
 
-    /// False when the payload does not parse.
-    mutating func apply(type: UInt8, payload: UnsafeRawBufferPointer, at location: RecordLocation) -> Bool {
-        let summary: RecordCodec.Summary
-        do {
-            summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins)
-        } catch {
-            return false
-        }
-        switch summary {
-        case .created(let request, let state):
-            guard slots[request.id] == nil else { return true }
-            slots[request.id] = operations.count
-            operations.append(RecoveredOperation(request: request, state: Self.withoutBodies(state), createdAt: location, stateAt: nil))
+    mutating func apply(_ event: OperationLog.RecoveryEvent) {
+        switch event {
+        case .created(let operation, let location):
+            guard slots[operation.id] == nil else { return }
+            slots[operation.id] = operations.count
+            operations.append(RecoveredOperation(operation: operation, createdAt: location, stateAt: nil))
             removed.append(false)
-        case .updated(let id, let state):
-            guard let slot = slots[id] else { return true }
-            operations[slot].state = Self.withoutBodies(state)
+        case .updated(let id, let state, let location):
+            guard let slot = slots[id] else { return }
+            operations[slot].operation.state = state
             operations[slot].stateAt = location
         case .deleted(let id):
-            guard let slot = slots.removeValue(forKey: id) else { return true }
+            guard let slot = slots.removeValue(forKey: id) else { return }
             removed[slot] = true
         }
-        return true
     }
 
     /// The live operations in creation order (compacted in place: no second copy of the list).

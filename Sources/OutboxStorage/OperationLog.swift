@@ -155,9 +155,10 @@ public final class OperationLog: Sendable {
             guard table.isOpen else { throw .closed }
             return table.files[location.segment]
         }
-        guard let file else { throw .corrupt("no segment \(location.segment)") }
+        // Compaction removes a segment only when nothing in it is needed any more.
+        guard let file else { throw .stale("no segment \(location.segment): it was compacted away") }
         guard file.name.generation == location.generation else {
-            throw .corrupt("segment \(location.segment) was compacted: the location is stale")
+            throw .stale("segment \(location.segment) was compacted: the location is stale")
         }
         let bytes = try file.read(count: Int(location.length), at: location.offset)
         let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in

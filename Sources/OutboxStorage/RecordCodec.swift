@@ -130,13 +130,7 @@ enum RecordCodec {
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
                 try decodeHeavyState(&reader, into: &state)
-                let summary = created.summary
-                let request = OperationRequest(
-                    id: summary.id, origin: summary.origin, method: summary.method, target: summary.target,
-                    headers: headers, body: body, idempotencyKey: summary.idempotencyKey,
-                    fingerprint: summary.fingerprint, priority: summary.priority, tag: summary.tag,
-                    dependsOn: summary.dependsOn, createdAt: summary.createdAt)
-                return .created(request, state)
+                return .created(OperationRequest(created, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
                 var state = try decodeLightState(&reader)
@@ -154,9 +148,10 @@ enum RecordCodec {
         }
     }
 
-    /// What recovery keeps of a record: no headers, no bodies.
+    /// What recovery keeps of a record: no headers, no bodies (the state only says which bodies
+    /// there are).
     enum Summary {
-        case created(OperationSummary, OperationState)
+        case created(OperationSnapshot)
         case updated(UUID, OperationState)
         case deleted(UUID)
     }
@@ -169,8 +164,9 @@ enum RecordCodec {
             var reader = ByteReader(payload)
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
-                let created = try decodeCreatedPrefix(&reader, origins: &origins)
-                return .created(created.summary, try decodeLightState(&reader))
+                var created = try decodeCreatedPrefix(&reader, origins: &origins)
+                created.state = try decodeLightState(&reader)
+                return .created(created)
             case .updated:
                 let id = try reader.uuid()
                 return .updated(id, try decodeLightState(&reader))
@@ -190,9 +186,8 @@ enum RecordCodec {
         do { return try reader.uuid() } catch { throw Malformed() }
     }
 
-    private struct CreatedPrefix { var summary: OperationSummary }
-
-    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable) throws -> CreatedPrefix {
+    /// The fields before the state; the snapshot's state is the caller's to fill in.
+    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable) throws -> OperationSnapshot {
         let id = try reader.uuid()
         let createdAt = try reader.i64()
         guard let priority = OperationPriority(rawValue: Int(try reader.u8())) else { throw Malformed() }
@@ -206,11 +201,13 @@ enum RecordCodec {
         let idempotencyKey = try reader.string()
         let fingerprint = try reader.blob()
         let tag = flags & 1 != 0 ? try reader.string() : nil
-        let bodyLength = try reader.u32()
-        return CreatedPrefix(summary: OperationSummary(
+        // The body's length, in the layout so that a reader can size the body before reaching
+        // it; no reader needs it yet.
+        _ = try reader.u32()
+        return OperationSnapshot(
             id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
             fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
-            createdAt: createdAt, bodyLength: bodyLength))
+            createdAt: createdAt, state: OperationState())
     }
 
     private static func decodeLightState(_ reader: inout ByteReader) throws -> OperationState {

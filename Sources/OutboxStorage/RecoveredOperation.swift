@@ -1,13 +1,11 @@
 import OutboxModel
 
-/// What recovery hands the queue for one live operation, in log order, without bodies:
-/// enough to rebuild the index.
+/// What recovery hands back for one live operation, in log order, without bodies: the
+/// operation and where its records are, enough to rebuild an index.
 public struct RecoveredOperation: Sendable {
-    /// Request fields except headers and body.
-    public var request: OperationSummary
-    /// Latest state, with `response` and `conflict` left nil (their bodies stay on disk):
-    /// `readState(at: stateAt)` loads them.
-    public var state: OperationState
+    /// The operation with its latest state, `response` and `conflict` left nil (their bodies
+    /// stay on disk): `readState(at: stateAt)` loads them.
+    public var operation: OperationSnapshot
     /// Location of the `created` record.
     public var createdAt: RecordLocation
     /// Location of the latest `updated` record, nil when the state is still the one written
@@ -15,9 +13,8 @@ public struct RecoveredOperation: Sendable {
     public var stateAt: RecordLocation?
 
     /// A recovered operation as recovery builds it.
-    public init(request: OperationSummary, state: OperationState, createdAt: RecordLocation, stateAt: RecordLocation?) {
-        self.request = request
-        self.state = state
+    public init(operation: OperationSnapshot, createdAt: RecordLocation, stateAt: RecordLocation?) {
+        self.operation = operation
         self.createdAt = createdAt
         self.stateAt = stateAt
     }

@@ -7,6 +7,10 @@ public enum StorageError: Error, Sendable, Equatable {
     case io(String)
     /// Bytes on disk are not a valid record where one was expected.
     case corrupt(String)
+    /// The location is from before a compaction rewrote or removed its segment: the record, if
+    /// still needed, lives on at the location the compaction returned. Asking the index again
+    /// (once it took the compaction's answer) finds it.
+    case stale(String)
     /// The log was closed (or failed for good after an unrecoverable `fdatasync` error).
     case closed
 }

@@ -20,7 +20,7 @@ extension Logger {
     /// A value as written after `key=`: bare when unambiguous, else quoted and escaped.
     static func fieldValue(_ value: String) -> String {
         guard value.isEmpty || value.unicodeScalars.contains(where: needsQuoting) else { return value }
-        return JSONValue.quoted(value, alsoEscape: isEscaped)
+        return JSON.quoted(value, alsoEscape: isEscaped)
     }
 
     /// Event names and keys are chosen by code, not users, but a stray space must still not

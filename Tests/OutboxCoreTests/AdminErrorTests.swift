@@ -52,8 +52,8 @@ struct AdminErrorTests {
         #expect(response.status == error.status)
         #expect(response.raw == nil, "an error is a JSON answer")
         let rendered = try JSONReader.parse(Array(response.body.rendered(pretty: false).utf8))
-        let envelope = JSONValue.object([.init(key: "error", value: .object([
-            .init(key: "code", value: .string(error.code)), .init(key: "message", value: .string(error.message)),
+        let envelope = JSON.object([("error", .object([
+            ("code", .string(error.code)), ("message", .string(error.message)),
         ]))])
         #expect(rendered == envelope)
         #expect(!error.message.isEmpty)

@@ -9,8 +9,9 @@ import Testing
 struct QueueAnswerTests {
     @Test("202 carries the id three ways, the key under the configured header, and a JSON body")
     func accepted() {
-        let info = QueuedOperationInfo(id: UUID(uuidString: "0F8E4C1A-1111-4222-8333-444455556666")!, status: .pending,
-                                       idempotencyKey: "pay-1", fingerprint: [], createdAt: 1_700_000_123_456)
+        let info = OperationSnapshot(id: UUID(uuidString: "0F8E4C1A-1111-4222-8333-444455556666")!, origin: Origin(scheme: .http, host: "127.0.0.1", port: 9000), method: "POST",
+                          target: "/pay", idempotencyKey: "pay-1", fingerprint: [], priority: .normal, tag: nil,
+                          dependsOn: nil, createdAt: 1_700_000_123_456, state: OperationState(status: .pending))
         let answer = QueueAnswer.accepted(info, locationBase: "/admin/operations/", idempotencyHeader: "X-Request-Key")
         let body = #"{"id":"0f8e4c1a-1111-4222-8333-444455556666","status":"pending","idempotencyKey":"pay-1","queuedAt":"2023-11-14T22:15:23Z"}"#
             + "\n"

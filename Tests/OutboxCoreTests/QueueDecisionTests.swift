@@ -32,9 +32,10 @@ struct QueueDecisionTests {
     static let badTag = ControlHeaderError.invalidValue(header: ControlHeaders.tagName, value: "")
     static let storedResponse = StoredResponse(status: 201, headers: ["X-Upstream": "yes"], body: Array("created".utf8))
 
-    static func operation(_ status: OperationStatus, fingerprint: [UInt8] = sameFingerprint) -> QueuedOperationInfo {
-        QueuedOperationInfo(id: operationID, status: status, idempotencyKey: "pay-1", fingerprint: fingerprint,
-                            createdAt: 1_700_000_000_000)
+    static func operation(_ status: OperationStatus, fingerprint: [UInt8] = sameFingerprint) -> OperationSnapshot {
+        OperationSnapshot(id: operationID, origin: Origin(scheme: .http, host: "127.0.0.1", port: 9000), method: "POST",
+                          target: "/pay", idempotencyKey: "pay-1", fingerprint: fingerprint, priority: .normal, tag: nil,
+                          dependsOn: nil, createdAt: 1_700_000_000_000, state: OperationState(status: status))
     }
 
     /// A whole queueable request: by default a new one with a client key, to an online origin

@@ -49,12 +49,12 @@ struct QueueIndexLookupTests {
         #expect(index.count == 1)
     }
 
-    @Test("an operation can be inserted from its request, and a locator update is kept")
-    func insertFromRequest() throws {
+    @Test("an operation can be inserted from its snapshot, and a locator update is kept")
+    func insertFromSnapshot() throws {
         var index = QueueIndex<Int>()
         let request = OperationRequest(id: F.id(5), origin: F.originC, method: "POST", target: "/x", headers: [:], body: [1],
                                        idempotencyKey: "k5", fingerprint: [], priority: .low, tag: nil, dependsOn: nil, createdAt: 9)
-        try index.insert(request, state: OperationState(), locator: 1)
+        try index.insert(OperationSnapshot(request, state: OperationState()), locator: 1)
         try index.update(F.id(5), state: OperationState(status: .inProgress), locator: 2)
         #expect(index.entry(forKey: "k5")?.locator == 2)
         #expect(index.entry(F.id(5))?.status == .inProgress)

@@ -58,12 +58,12 @@ import Testing
 
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
-        #expect(recovered.map(\.request.id) == live.map(\.id))
+        #expect(recovered.map(\.operation.id) == live.map(\.id))
         for operation in recovered {
-            #expect(operation.createdAt == index.value[operation.request.id]?.created)
-            #expect(operation.stateAt == index.value[operation.request.id]?.state)
+            #expect(operation.createdAt == index.value[operation.operation.id]?.created)
+            #expect(operation.stateAt == index.value[operation.operation.id]?.state)
         }
-        #expect(recovered[1].state.status == .completed)
+        #expect(recovered[1].operation.state.status == .completed)
     }
 
     /// X is created in a segment that stays (its neighbours are live) and deleted in a later
@@ -89,7 +89,7 @@ import Testing
 
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
-        let ids = Set(recovered.map(\.request.id))
+        let ids = Set(recovered.map(\.operation.id))
         #expect(!ids.contains(doomed), "a deleted operation came back after compaction")
         #expect(ids.isSuperset(of: early.dropFirst().map(\.0.id)))
     }
@@ -108,7 +108,7 @@ import Testing
         let lines = StorageLogLines()
         let (reopened, recovered) = try StorageSamples.open(directory, lines: lines)
         defer { reopened.close() }
-        #expect(recovered.map(\.request.id) == live.map(\.id))
+        #expect(recovered.map(\.operation.id) == live.map(\.id))
         #expect(lines.containing("storage_stale_file_removed").count == 1)
         #expect(!FileManager.default.fileExists(atPath: oldPath))
         let first = try #require(recovered.first)

@@ -73,9 +73,9 @@ import Testing
         let (reopened, recovered) = try StorageSamples.open(directory, options: options)
         defer { reopened.close() }
         #expect(recovered.count == appenders * perAppender)
-        #expect(Set(recovered.map(\.request.id)) == Set(stored.keys))
+        #expect(Set(recovered.map(\.operation.id)) == Set(stored.keys))
         for operation in recovered {
-            #expect(stored[operation.request.id] == operation.createdAt)
+            #expect(stored[operation.operation.id] == operation.createdAt)
         }
     }
 
@@ -158,7 +158,7 @@ import Testing
         log.close()
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
-        #expect(recovered.map(\.request.id) == before.map(\.0.id) + [after.id])
+        #expect(recovered.map(\.operation.id) == before.map(\.0.id) + [after.id])
     }
 
     @Test func aFailedSync_FailsTheBatch_AndTheLogCarriesOn() async throws {
@@ -179,7 +179,7 @@ import Testing
         log.close()
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
-        #expect(recovered.map(\.request.id) == kept.map(\.0.id) + [later.id])
+        #expect(recovered.map(\.operation.id) == kept.map(\.0.id) + [later.id])
     }
 
     @Test func afterClose_AppendsAndReadsFailWithClosed_AndCloseIsIdempotent() async throws {

@@ -65,18 +65,17 @@ import Testing
 
         let (reopened, again) = try StorageSamples.open(directory)
         defer { reopened.close() }
-        #expect(again.map(\.request.id) == [request.id, other.id])
+        #expect(again.map(\.operation.id) == [request.id, other.id])
         let first = try #require(again.first)
-        #expect(first.request == OperationSummary(request))
-        #expect(first.createdAt == createdAt)
-        #expect(first.stateAt == completedAt)
         // Bodies stay on disk: the recovered state says what it is, the location has the rest.
         var light = completed
         light.response = nil
-        #expect(first.state == light)
+        #expect(first.operation == OperationSnapshot(request, state: light))
+        #expect(first.createdAt == createdAt)
+        #expect(first.stateAt == completedAt)
         #expect(try reopened.readState(at: completedAt) == completed)
         #expect(try reopened.readRequest(at: first.createdAt) == request)
-        #expect(again.last?.state.status == .conflict)
+        #expect(again.last?.operation.state.status == .conflict)
         #expect(again.last?.stateAt == conflictAt)
         #expect(again.last?.createdAt == otherAt)
     }

@@ -12,16 +12,16 @@ import Testing
                                 lines: StorageLogLines = StorageLogLines(),
                                 sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let (log, recovered) = try StorageSamples.open(directory, lines: lines)
-        #expect(recovered.map(\.request.id) == expected, sourceLocation: sourceLocation)
+        #expect(recovered.map(\.operation.id) == expected, sourceLocation: sourceLocation)
         for operation in recovered {
-            #expect(try log.readRequest(at: operation.createdAt).id == operation.request.id, sourceLocation: sourceLocation)
+            #expect(try log.readRequest(at: operation.createdAt).id == operation.operation.id, sourceLocation: sourceLocation)
         }
         let extra = StorageSamples.request(999)
         let extraAt = try await log.append(.created(extra, OperationState()))
         log.close()
         let (again, recoveredAgain) = try StorageSamples.open(directory)
         defer { again.close() }
-        #expect(recoveredAgain.map(\.request.id) == expected + [extra.id], sourceLocation: sourceLocation)
+        #expect(recoveredAgain.map(\.operation.id) == expected + [extra.id], sourceLocation: sourceLocation)
         #expect(try again.readRequest(at: extraAt) == extra, sourceLocation: sourceLocation)
     }
 
@@ -119,7 +119,7 @@ import Testing
         let expected = written.filter { $0.1.segment > 1 || $0.1.offset < damaged.offset }.map(\.0.id)
         let lines = StorageLogLines()
         let (reopened, recovered) = try StorageSamples.open(directory, options: options, lines: lines)
-        #expect(recovered.map(\.request.id) == expected)
+        #expect(recovered.map(\.operation.id) == expected)
         #expect(lines.containing("storage_truncated").first?.contains("00000001.log") == true)
         let extra = try await reopened.append(.created(StorageSamples.request(77), OperationState()))
         #expect(extra.segment >= 2)

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxModel
 import Testing
 
 /// Real clients through the real proxy: curl in proxy mode (`-x`) and base-URL mode, with and

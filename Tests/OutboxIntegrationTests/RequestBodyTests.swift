@@ -1,3 +1,4 @@
+import OutboxModel
 import Testing
 
 /// Request bodies: chunked and Content-Length bodies reach the upstream byte for byte,

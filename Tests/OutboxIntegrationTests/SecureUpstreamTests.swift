@@ -1,4 +1,5 @@
 import Foundation
+import OutboxModel
 import Testing
 
 /// `https://` upstreams, on the same path as `http://` ones: the real binary with `--upstream

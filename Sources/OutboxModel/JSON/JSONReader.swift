@@ -1,6 +1,7 @@
-/// A strict RFC 8259 reader for config documents. Stricter than `JSONSerialization` where a
-/// config needs it: duplicate keys are errors, integers stay distinct from `true` and from
-/// `1.5`, numbers that overflow are errors, and errors carry a line and column.
+/// A strict RFC 8259 reader into `JSON`, for config documents and admin request bodies.
+/// Stricter than `JSONSerialization` where a config needs it: duplicate keys are errors,
+/// integers stay distinct from `true` and from `1.5`, numbers that overflow are errors, and
+/// errors carry a line and column.
 package struct JSONReader {
     /// Why the bytes are not a JSON document, and where (1-based line and byte column).
     package struct SyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -22,7 +23,7 @@ package struct JSONReader {
     }
 
     /// Reads exactly one JSON value (an optional UTF-8 BOM and surrounding whitespace allowed).
-    package static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> JSON {
         var reader = JSONReader(bytes: bytes)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { reader.index = 3 }
         let value = try reader.readValue(path: "", depth: 0)
@@ -33,7 +34,7 @@ package struct JSONReader {
         return value
     }
 
-    private mutating func readValue(path: String, depth: Int) throws(SyntaxError) -> JSONValue {
+    private mutating func readValue(path: String, depth: Int) throws(SyntaxError) -> JSON {
         skipWhitespace()
         guard index < bytes.count else { throw error("unexpected end of input, expected a value") }
         switch bytes[index] {
@@ -59,10 +60,10 @@ package struct JSONReader {
         }
     }
 
-    private mutating func readObject(path: String, depth: Int) throws(SyntaxError) -> JSONValue {
+    private mutating func readObject(path: String, depth: Int) throws(SyntaxError) -> JSON {
         guard depth <= Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
         index += 1
-        var members: [JSONValue.Member] = []
+        var members: [(key: String, value: JSON)] = []
         var seen: Set<String> = []
         skipWhitespace()
         if consume(UInt8(ascii: "}")) { return .object(members) }
@@ -76,14 +77,14 @@ package struct JSONReader {
             let memberPath = path.isEmpty ? key : "\(path).\(key)"
             guard seen.insert(key).inserted else {
                 index = keyStart
-                throw error("duplicate key \(JSONValue.quoted(memberPath))")
+                throw error("duplicate key \(JSON.quoted(memberPath))")
             }
             skipWhitespace()
             guard consume(UInt8(ascii: ":")) else {
                 throw error("unexpected \(describeCurrent()), expected ':' after key")
             }
             let value = try readValue(path: memberPath, depth: depth)
-            members.append(JSONValue.Member(key: key, value: value))
+            members.append((key: key, value: value))
             skipWhitespace()
             if consume(UInt8(ascii: "}")) { return .object(members) }
             guard consume(UInt8(ascii: ",")) else {
@@ -92,10 +93,10 @@ package struct JSONReader {
         }
     }
 
-    private mutating func readArray(path: String, depth: Int) throws(SyntaxError) -> JSONValue {
+    private mutating func readArray(path: String, depth: Int) throws(SyntaxError) -> JSON {
         guard depth <= Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth) levels") }
         index += 1
-        var elements: [JSONValue] = []
+        var elements: [JSON] = []
         skipWhitespace()
         if consume(UInt8(ascii: "]")) { return .array(elements) }
         while true {
@@ -188,7 +189,7 @@ package struct JSONReader {
         return value
     }
 
-    private mutating func readNumber() throws(SyntaxError) -> JSONValue {
+    private mutating func readNumber() throws(SyntaxError) -> JSON {
         let start = index
         var isInteger = true
         _ = consume(UInt8(ascii: "-"))
@@ -217,7 +218,7 @@ package struct JSONReader {
                 index = start
                 throw error("integer \(text) out of range")
             }
-            return .integer(value)
+            return .int(value)
         }
         guard let value = Double(text), value.isFinite else {
             index = start

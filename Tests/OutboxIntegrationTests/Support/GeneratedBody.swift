@@ -1,3 +1,5 @@
+import OutboxModel
+
 /// A deterministic pseudo-random body of `count` bytes (SplitMix64 keyed by `seed`): the test
 /// upstream streams it and the test recomputes its digest, so neither side holds 64 MiB.
 struct GeneratedBody: Sendable, Equatable {

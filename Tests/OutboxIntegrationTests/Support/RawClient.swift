@@ -1,4 +1,5 @@
 import Glibc
+import OutboxModel
 
 /// A test's own HTTP client: one TCP connection to 127.0.0.1, bytes sent exactly as written,
 /// responses parsed by the harness (status, headers, body by Content-Length, chunked or close).

@@ -1,0 +1,125 @@
+import Foundation
+import Glibc
+@testable import OutboxConfig
+@testable import OutboxModel
+@testable import OutboxQueue
+@testable import OutboxStorage
+@testable import OutboxTelemetry
+import Testing
+
+/// The queue on a real log in a temporary directory: what a client is told when storing an
+/// operation meets a key or an id that is already indexed, or a record that cannot be read.
+@Suite("Queue: enqueue answers")
+struct QueueEnqueueTests {
+    /// A queue over `directory`, logging into `lines`.
+    static func open(_ directory: StorageTestDirectory, lines: StorageLogLines) throws -> OutboxQueue {
+        var config = OutboxConfig()
+        config.dataDirectory = directory.logPath
+        return try OutboxQueue(config: config, reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),
+                               logger: lines.logger, metrics: Metrics())
+    }
+
+    static func enqueue(_ request: OperationRequest, into queue: OutboxQueue) async -> Result<OperationSnapshot, EnqueueError> {
+        await withCheckedContinuation { continuation in
+            queue.enqueue(request) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// `request` with another id (and, when given, another key or fingerprint): a second client's write.
+    static func another(_ request: OperationRequest, id: UUID = UUID(), key: String? = nil, fingerprint: [UInt8]? = nil) -> OperationRequest {
+        var copy = request
+        copy.id = id
+        if let key { copy.idempotencyKey = key }
+        if let fingerprint { copy.fingerprint = fingerprint }
+        return copy
+    }
+
+    @Test func aKeyStoredAfterTheProxysLookup_IsAnsweredWithTheStoredOperation_AndNothingIsWritten() async throws {
+        let directory = try StorageTestDirectory()
+        let lines = StorageLogLines()
+        let queue = try Self.open(directory, lines: lines)
+        let first = StorageSamples.request(1)
+        let stored = try await Self.enqueue(first, into: queue).get()
+        let bytesBefore = queue.storageBytes
+
+        // The proxy found the key free before the first write was indexed; its enqueue comes now.
+        let repeated = try await Self.enqueue(Self.another(first), into: queue).get()
+        #expect(repeated.id == stored.id, "the client of the repeat was given an id the queue does not hold")
+        #expect(queue.storageBytes == bytesBefore, "a second record was written for the key")
+        let conflicting = await Self.enqueue(Self.another(first, fingerprint: [UInt8](repeating: 7, count: 32)), into: queue)
+        #expect(conflicting == .failure(.keyConflict))
+        queue.close()
+
+        let reopened = try Self.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(reopened.counts[.pending] == 1)
+        #expect(try reopened.operation(withKey: first.idempotencyKey)?.id == first.id)
+    }
+
+    @Test func anOperationTheIndexRefusesAfterItsAppend_IsAnErrorForItsClient_AndStaysRefusedAfterARestart() async throws {
+        let directory = try StorageTestDirectory()
+        let lines = StorageLogLines()
+        let queue = try Self.open(directory, lines: lines)
+        let first = StorageSamples.request(1)
+        _ = try await Self.enqueue(first, into: queue).get()
+
+        // Another key under an id already indexed: only the insert after the durable append refuses it.
+        let clash = Self.another(first, id: first.id, key: "another-key")
+        let answer = await Self.enqueue(clash, into: queue)
+        guard case .failure(.storage(let reason)) = answer else {
+            Issue.record("the client was told \(answer) for an operation the index does not hold")
+            return
+        }
+        #expect(reason.contains(first.id.lowercasedText), "\(reason)")
+        #expect(lines.containing("enqueue_not_indexed").contains { $0.contains(first.id.lowercasedText) }, "\(lines.all)")
+        #expect(try queue.operation(withKey: "another-key") == nil)
+        #expect(queue.counts[.pending] == 1)
+        queue.close()
+
+        let reopened = try Self.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(reopened.counts[.pending] == 1)
+        #expect(try reopened.operation(withKey: first.idempotencyKey)?.id == first.id)
+        #expect(try reopened.operation(withKey: "another-key") == nil)
+    }
+
+    @Test func aKeyWhoseRecordCannotBeRead_IsAReadError_NeverAFreeKey() async throws {
+        let directory = try StorageTestDirectory()
+        let lines = StorageLogLines()
+        let queue = try Self.open(directory, lines: lines)
+        defer { queue.close() }
+        let first = StorageSamples.request(1, bodySize: 200)
+        _ = try await Self.enqueue(first, into: queue).get()
+        try Self.damage(first.body, in: directory.segmentPath(1))
+
+        #expect(throws: QueueReadError.self) { try queue.operation(withKey: first.idempotencyKey) }
+        #expect(lines.containing("storage_read_failed").contains { $0.contains(first.id.lowercasedText) }, "\(lines.all)")
+        let repeated = await Self.enqueue(Self.another(first), into: queue)
+        guard case .failure(.storage) = repeated else {
+            Issue.record("the repeat of an unreadable key was answered \(repeated)")
+            return
+        }
+        #expect(queue.counts[.pending] == 1)
+        // The lane neither skips nor drops it: it keeps trying, seconds apart, not every 50 ms.
+        guard case .wait(until: let retryAt) = queue.nextWork(for: first.origin, now: 5_000) else {
+            Issue.record("the lane went past an operation it could not read")
+            return
+        }
+        #expect(retryAt == 6_000)
+    }
+
+    /// Flips one byte of `bytes` where they occur in the file at `path`, in place (the log keeps
+    /// reading the same inode).
+    static func damage(_ bytes: [UInt8], in path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else { throw StorageTestFailure("cannot read \(path)") }
+        let content = [UInt8](data)
+        guard let start = (0...(content.count - bytes.count)).first(where: { content[$0..<$0 + bytes.count].elementsEqual(bytes) }) else {
+            throw StorageTestFailure("the bytes are not in \(path)")
+        }
+        let fd = Glibc.open(path, O_WRONLY)
+        guard fd >= 0 else { throw StorageTestFailure("cannot open \(path)") }
+        defer { close(fd) }
+        var flipped = content[start + bytes.count / 2] ^ 0xFF
+        guard pwrite(fd, &flipped, 1, off_t(start + bytes.count / 2)) == 1 else { throw StorageTestFailure("cannot write \(path)") }
+    }
+}
