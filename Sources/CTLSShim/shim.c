@@ -73,6 +73,12 @@ done:
     return ok;
 }
 
+const char *ctlsshim_error_reason(unsigned long code) {
+    // glibc's strerror text for a known errno is a constant string.
+    if (ERR_SYSTEM_ERROR(code)) return strerror(ERR_GET_REASON(code));
+    return ERR_reason_error_string(code);
+}
+
 size_t ctlsshim_bio_pending(BIO *bio) {
     return BIO_ctrl_pending(bio);
 }

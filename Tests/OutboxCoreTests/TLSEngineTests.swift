@@ -219,7 +219,7 @@ struct TLSEngineTests {
         #expect {
             try TLSContext(clientVerifying: true, caFile: missing)
         } throws: { error in
-            (error as? TLSError)?.reason.hasPrefix("cannot load CA file \(missing): ") == true
+            (error as? TLSError)?.reason == "cannot load CA file \(missing): No such file or directory"
         }
     }
 

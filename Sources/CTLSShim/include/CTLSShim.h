@@ -22,6 +22,10 @@ void ctlsshim_ctx_select_alpn_http11(SSL_CTX *ctx);
 int ctlsshim_ctx_use_pem(SSL_CTX *ctx, const char *certificates, size_t certificates_length,
                          const char *key, size_t key_length);
 
+// An ERR queue code's reason, the text after the last colon of ERR_error_string: a system
+// error's strerror text, which ERR_reason_error_string leaves out. NULL when OpenSSL has none.
+const char *ctlsshim_error_reason(unsigned long code);
+
 // Bytes waiting in a memory BIO.
 size_t ctlsshim_bio_pending(BIO *bio);
 

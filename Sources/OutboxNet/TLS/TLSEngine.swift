@@ -21,7 +21,7 @@ package struct TLSError: Error, Equatable, Sendable, CustomStringConvertible {
         let first = ERR_get_error()
         ERR_clear_error()
         guard first != 0 else { return TLSError(what) }
-        if let reason = ERR_reason_error_string(first) { return TLSError(String(cString: reason)) }
+        if let reason = ctlsshim_error_reason(first) { return TLSError(String(cString: reason)) }
         var text = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(first, &text, text.count)
         return TLSError(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
@@ -91,6 +91,8 @@ package final class TLSContext: @unchecked Sendable {
 /// ciphertext, then call again". Every call may queue output (handshake records, alerts,
 /// session tickets), so the owner drains after each. Not thread-safe: one loop owns it.
 package final class TLSEngine {
+    /// Where a handshake stands after one step. `.wantWrite` is OpenSSL's and kept for
+    /// completeness: a memory output never fills, so this engine does not return it today.
     package enum HandshakeResult: Equatable, Sendable {
         case complete
         case wantRead
@@ -98,6 +100,7 @@ package final class TLSEngine {
         case failed(TLSError)
     }
 
+    /// What one `read` gave.
     package enum ReadResult: Equatable, Sendable {
         /// `n` plaintext bytes were stored at the start of the buffer.
         case bytes(Int)
@@ -107,6 +110,7 @@ package final class TLSEngine {
         case failed(TLSError)
     }
 
+    /// What one `write` did with the plaintext.
     package enum WriteResult: Equatable, Sendable {
         /// All the plaintext was encrypted into the output.
         case written
@@ -182,6 +186,8 @@ package final class TLSEngine {
             // A memory BIO takes all it is given (it grows); Int32 bounds one call.
             let chunk = min(rest.count, Int(Int32.max))
             let written = BIO_write(input, rest.baseAddress, Int32(chunk))
+            // Only an allocation failure stops a memory BIO; the next read then fails the
+            // connection on the missing bytes.
             guard written > 0 else { return }
             rest = UnsafeRawBufferPointer(rebasing: rest[Int(written)...])
         }
