@@ -12,6 +12,10 @@ struct TLSTestCertificates {
     /// Only the system trust store, which does not hold the throwaway CA.
     let systemClient: TLSContext
     let unverifiedClient: TLSContext
+    /// Requires a client certificate from the throwaway CA (mTLS).
+    let mutualServer: TLSContext
+    /// Trusts the throwaway CA and presents the leaf as its client certificate.
+    let certifiedClient: TLSContext
 
     static let openssl: String? = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         .split(separator: ":")
@@ -26,7 +30,7 @@ struct TLSTestCertificates {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-        try Data("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8)
+        try Data("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n".utf8)
             .write(to: URL(fileURLWithPath: path("leaf.ext")))
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         try run(openssl, ["req", "-x509"] + ec + ["-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2",
@@ -37,11 +41,14 @@ struct TLSTestCertificates {
         try run(openssl, ["x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                           "-set_serial", "1", "-days", "2", "-extfile", path("leaf.ext"), "-out", path("leaf.pem")])
         func bytes(_ name: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: URL(fileURLWithPath: path(name)))) }
+        let leaf = (chainPEM: try bytes("leaf.pem"), keyPEM: try bytes("leaf.key"))
         return TLSTestCertificates(
-            server: try TLSContext(serverCertificatePEM: bytes("leaf.pem"), keyPEM: bytes("leaf.key")),
+            server: try TLSContext(serverCertificatePEM: leaf.chainPEM, keyPEM: leaf.keyPEM),
             trustingClient: try TLSContext(clientVerifying: true, caFile: path("ca.pem")),
             systemClient: try TLSContext(clientVerifying: true),
-            unverifiedClient: try TLSContext(clientVerifying: false))
+            unverifiedClient: try TLSContext(clientVerifying: false),
+            mutualServer: try TLSContext(serverCertificatePEM: leaf.chainPEM, keyPEM: leaf.keyPEM, clientCAFile: path("ca.pem")),
+            certifiedClient: try TLSContext(clientVerifying: true, caFile: path("ca.pem"), certificate: leaf))
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws {
@@ -107,10 +114,11 @@ struct TLSPair {
 
 @Suite("TLS engine in memory", .enabled(if: TLSTestCertificates.openssl != nil, "needs the openssl command"))
 struct TLSEngineTests {
-    func pair(_ client: (TLSTestCertificates) -> TLSContext, host: String) throws -> TLSPair {
+    func pair(_ client: (TLSTestCertificates) -> TLSContext, host: String,
+              server: (TLSTestCertificates) -> TLSContext = \.server) throws -> TLSPair {
         let certificates = try TLSTestCertificates.shared.get()
         return TLSPair(client: try TLSEngine(clientOf: client(certificates), host: host),
-                       server: try TLSEngine(serverOf: certificates.server))
+                       server: try TLSEngine(serverOf: server(certificates)))
     }
 
     func failureReason(_ result: TLSEngine.HandshakeResult) -> String? {
@@ -191,6 +199,27 @@ struct TLSEngineTests {
         #expect(link.client.write(Array("ping".utf8)) == .written)
         link.pump()
         #expect(TLSPair.readAll(link.server).bytes == Array("ping".utf8))
+    }
+
+    @Test("a server that requires a client certificate gets one from a client that has it, and refuses one without")
+    func clientCertificate() throws {
+        let mutual = try pair(\.certifiedClient, host: "localhost", server: \.mutualServer).handshake()
+        #expect(mutual.client == .complete)
+        #expect(mutual.server == .complete)
+
+        // In TLS 1.3 the client finishes first; the server's refusal reaches it as an alert.
+        let link = try pair(\.trustingClient, host: "localhost", server: \.mutualServer)
+        let refused = link.handshake()
+        let reason = try #require(failureReason(refused.server), "\(refused.server)")
+        #expect(reason.contains("peer did not return a certificate"))
+        #expect(link.client.write(Array("x".utf8)) == .written)
+        link.pump()
+        var buffer = [UInt8](repeating: 0, count: 100)
+        if case .failed(let error) = link.client.read(into: &buffer) {
+            #expect(error.reason.contains("certificate required"))
+        } else {
+            Issue.record("the client read no alert after the server refused it")
+        }
     }
 
     @Test("writing before the handshake waits for it instead of failing")

@@ -38,26 +38,44 @@ package final class TLSContext: @unchecked Sendable {
     package let verifiesPeer: Bool
 
     /// A client context: TLS 1.2 minimum, the system trust store plus `caFile` (a PEM
-    /// bundle), and with `verify: false` no certificate check at all.
-    package convenience init(clientVerifying verify: Bool = true, caFile: String? = nil) throws(TLSError) {
+    /// bundle), and with `verify: false` no certificate check at all. `certificate` (chain and
+    /// key PEM) is presented to servers that ask for one (mTLS).
+    package convenience init(clientVerifying verify: Bool = true, caFile: String? = nil,
+                             certificate: (chainPEM: [UInt8], keyPEM: [UInt8])? = nil) throws(TLSError) {
         try self.init(method: TLS_client_method(), isServer: false, verifiesPeer: verify)
+        if let certificate { try use(chainPEM: certificate.chainPEM, keyPEM: certificate.keyPEM) }
         if verify {
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
             guard SSL_CTX_set_default_verify_paths(context) == 1 else {
                 throw TLSError.fromErrorQueue("cannot load the system trust store")
             }
-            if let caFile, SSL_CTX_load_verify_locations(context, caFile, nil) != 1 {
-                throw TLSError("cannot load CA file \(caFile): \(TLSError.fromErrorQueue("unreadable").reason)")
-            }
+            if let caFile { try loadVerifyLocations(caFile) }
         } else {
             SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
         }
     }
 
     /// A server context presenting `certificatePEM` (the leaf first, then any intermediates)
-    /// with `keyPEM`; it selects ALPN `http/1.1` when offered and asks for no client certificate.
-    package convenience init(serverCertificatePEM certificatePEM: [UInt8], keyPEM: [UInt8]) throws(TLSError) {
-        try self.init(method: TLS_server_method(), isServer: true, verifiesPeer: false)
+    /// with `keyPEM`; it selects ALPN `http/1.1` when offered. With `clientCAFile` it requires
+    /// a client certificate signed by a CA in that PEM bundle, otherwise it asks for none.
+    package convenience init(serverCertificatePEM certificatePEM: [UInt8], keyPEM: [UInt8],
+                             clientCAFile: String? = nil) throws(TLSError) {
+        try self.init(method: TLS_server_method(), isServer: true, verifiesPeer: clientCAFile != nil)
+        try use(chainPEM: certificatePEM, keyPEM: keyPEM)
+        ctlsshim_ctx_select_alpn_http11(context)
+        if let clientCAFile {
+            SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+            try loadVerifyLocations(clientCAFile)
+        }
+    }
+
+    private func loadVerifyLocations(_ file: String) throws(TLSError) {
+        guard SSL_CTX_load_verify_locations(context, file, nil) == 1 else {
+            throw TLSError("cannot load CA file \(file): \(TLSError.fromErrorQueue("unreadable").reason)")
+        }
+    }
+
+    private func use(chainPEM certificatePEM: [UInt8], keyPEM: [UInt8]) throws(TLSError) {
         let loaded = certificatePEM.withUnsafeBufferPointer { certificates in
             keyPEM.withUnsafeBufferPointer { key in
                 certificates.withMemoryRebound(to: CChar.self) { certificates in
@@ -68,7 +86,6 @@ package final class TLSContext: @unchecked Sendable {
             }
         }
         guard loaded == 1 else { throw TLSError("cannot use the certificate and key: \(TLSError.fromErrorQueue("unreadable").reason)") }
-        ctlsshim_ctx_select_alpn_http11(context)
     }
 
     private init(method: OpaquePointer?, isServer: Bool, verifiesPeer: Bool) throws(TLSError) {
