@@ -19,6 +19,9 @@ let package = Package(
     targets: [
         // epoll, eventfd and friends: Glibc's module map does not export them.
         .target(name: "CSystem"),
+        // TLS on the event loops: the system OpenSSL 3, and C wrappers for its macros.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "CTLSShim"),
         .target(name: "OutboxHTTP", swiftSettings: releaseSettings),
         .target(name: "OutboxModel", dependencies: ["OutboxHTTP"], swiftSettings: releaseSettings),
         .target(name: "OutboxTelemetry", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),
@@ -28,7 +31,7 @@ let package = Package(
         .target(name: "OutboxQueue",
                 dependencies: ["OutboxStorage", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
-        .target(name: "OutboxNet", dependencies: ["OutboxHTTP", "OutboxModel", "CSystem"], swiftSettings: releaseSettings),
+        .target(name: "OutboxNet", dependencies: ["OutboxHTTP", "OutboxModel", "CSystem", "COpenSSL", "CTLSShim"], swiftSettings: releaseSettings),
         // The replayer and the admin API are peers on top of the queue: neither knows the other,
         // the network or the proxy.
         .target(name: "OutboxReplay", dependencies: queueClient, swiftSettings: releaseSettings),
@@ -45,7 +48,7 @@ let package = Package(
         .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxConfig", "OutboxTelemetry"]),
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
-                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "CSystem"]),
+                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "CSystem"]),
         // The harness digests bodies with the product's SHA-256 (checked on its own by the core tests).
         .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "outbox"]),
     ],

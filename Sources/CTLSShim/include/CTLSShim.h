@@ -1,0 +1,32 @@
+#ifndef OUTBOX_CTLSSHIM_H
+#define OUTBOX_CTLSSHIM_H
+
+// Functions for the OpenSSL macros (and callbacks) Swift cannot import. Each returns what the
+// OpenSSL call it wraps returns: 1 for success unless said otherwise.
+#include <openssl/ssl.h>
+#include <stddef.h>
+
+// TLS 1.2 minimum, renegotiation refused, SSL_write may be retried with a moved buffer.
+int ctlsshim_ctx_configure(SSL_CTX *ctx);
+
+// SNI: the host name sent in the ClientHello.
+int ctlsshim_set_server_name(SSL *ssl, const char *name);
+
+// Client: offer only "http/1.1" by ALPN. Server: select "http/1.1" when the client offers it,
+// and no protocol otherwise (the handshake still completes: a client without ALPN is fine).
+int ctlsshim_offer_alpn_http11(SSL *ssl);
+void ctlsshim_ctx_select_alpn_http11(SSL_CTX *ctx);
+
+// The certificate chain (first PEM block the leaf, the rest intermediates) and private key
+// from PEM text in memory, checked to match. 1 on success, 0 with the reason on the ERR queue.
+int ctlsshim_ctx_use_pem(SSL_CTX *ctx, const char *certificates, size_t certificates_length,
+                         const char *key, size_t key_length);
+
+// An ERR queue code's reason, the text after the last colon of ERR_error_string: a system
+// error's strerror text, which ERR_reason_error_string leaves out. NULL when OpenSSL has none.
+const char *ctlsshim_error_reason(unsigned long code);
+
+// Bytes waiting in a memory BIO.
+size_t ctlsshim_bio_pending(BIO *bio);
+
+#endif

@@ -1,0 +1,84 @@
+#include <string.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include "CTLSShim.h"
+
+static const unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+int ctlsshim_ctx_configure(SSL_CTX *ctx) {
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return 0;
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+    return 1;
+}
+
+int ctlsshim_set_server_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+int ctlsshim_offer_alpn_http11(SSL *ssl) {
+    // SSL_set_alpn_protos returns 0 on success, unlike the rest of the API.
+    return SSL_set_alpn_protos(ssl, alpn_http11, sizeof alpn_http11) == 0 ? 1 : 0;
+}
+
+static int select_http11(SSL *ssl, const unsigned char **out, unsigned char *out_length,
+                         const unsigned char *offered, unsigned int offered_length, void *arg) {
+    (void)ssl;
+    (void)arg;
+    unsigned char *selected = NULL;
+    if (SSL_select_next_proto(&selected, out_length, alpn_http11, sizeof alpn_http11, offered, offered_length) !=
+        OPENSSL_NPN_NEGOTIATED) {
+        return SSL_TLSEXT_ERR_NOACK;
+    }
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+void ctlsshim_ctx_select_alpn_http11(SSL_CTX *ctx) {
+    SSL_CTX_set_alpn_select_cb(ctx, select_http11, NULL);
+}
+
+int ctlsshim_ctx_use_pem(SSL_CTX *ctx, const char *certificates, size_t certificates_length,
+                         const char *key, size_t key_length) {
+    int ok = 0;
+    BIO *chain = BIO_new_mem_buf(certificates, (int)certificates_length);
+    BIO *key_bio = BIO_new_mem_buf(key, (int)key_length);
+    X509 *leaf = NULL;
+    EVP_PKEY *private_key = NULL;
+    if (chain == NULL || key_bio == NULL) goto done;
+    leaf = PEM_read_bio_X509(chain, NULL, NULL, NULL);
+    if (leaf == NULL || SSL_CTX_use_certificate(ctx, leaf) != 1) goto done;
+    for (;;) {
+        X509 *intermediate = PEM_read_bio_X509(chain, NULL, NULL, NULL);
+        if (intermediate == NULL) {
+            // The end of the text shows as "no start line": not an error.
+            unsigned long error = ERR_peek_last_error();
+            if (ERR_GET_LIB(error) == ERR_LIB_PEM && ERR_GET_REASON(error) == PEM_R_NO_START_LINE) ERR_clear_error();
+            else goto done;
+            break;
+        }
+        if (SSL_CTX_add0_chain_cert(ctx, intermediate) != 1) {  // takes ownership only on success
+            X509_free(intermediate);
+            goto done;
+        }
+    }
+    private_key = PEM_read_bio_PrivateKey(key_bio, NULL, NULL, NULL);
+    if (private_key == NULL || SSL_CTX_use_PrivateKey(ctx, private_key) != 1) goto done;
+    ok = SSL_CTX_check_private_key(ctx);
+done:
+    X509_free(leaf);
+    EVP_PKEY_free(private_key);
+    BIO_free(chain);
+    BIO_free(key_bio);
+    return ok;
+}
+
+const char *ctlsshim_error_reason(unsigned long code) {
+    // glibc's strerror text for a known errno is a constant string.
+    if (ERR_SYSTEM_ERROR(code)) return strerror(ERR_GET_REASON(code));
+    return ERR_reason_error_string(code);
+}
+
+size_t ctlsshim_bio_pending(BIO *bio) {
+    return BIO_ctrl_pending(bio);
+}
