@@ -7,7 +7,7 @@ import Synchronization
 
 /// Where an operation's records are in the log: the `created` record (request, body) and
 /// the latest `updated` record (state, stored response).
-public struct StoredAt: Sendable, Equatable {
+public struct OperationRecords: Sendable, Equatable {
     public var created: RecordLocation
     public var state: RecordLocation?
 }
@@ -21,7 +21,7 @@ public struct StoredAt: Sendable, Equatable {
 /// busy?), and a hop to an actor there would cost more than the answer.
 public final class OutboxQueue: Sendable {
     private let log: OperationLog
-    private let index: Mutex<QueueIndex<StoredAt>>
+    private let index: Mutex<QueueIndex<OperationRecords>>
     /// Keys whose `created` record is being written: a second request with the same key waits
     /// for the first instead of storing a duplicate.
     private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
@@ -45,14 +45,14 @@ public final class OutboxQueue: Sendable {
     package init(config: OutboxConfig, reachability: Reachability, logger: Logger, metrics: Metrics) throws(StorageError) {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
-        var index = QueueIndex<StoredAt>()
+        var index = QueueIndex<OperationRecords>()
         let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
             switch event {
             case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
                 if operation.state.status == .inProgress { operation.state.status = .pending }
                 do {
-                    try index.insert(operation, locator: StoredAt(created: location, state: nil))
+                    try index.insert(operation, locator: OperationRecords(created: location, state: nil))
                 } catch {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
@@ -63,7 +63,7 @@ public final class OutboxQueue: Sendable {
                 // it, or never indexed: neither exists any more.
                 guard let entry = index.entry(id) else { return }
                 if state.status == .inProgress { state.status = .pending }
-                Self.apply(state, locator: StoredAt(created: entry.locator.created, state: location), of: id,
+                Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                            to: &index, logger: logger)
             case .deleted(let id):
                 index.remove(id)
@@ -177,16 +177,16 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    private func entries(where include: (QueueIndex<StoredAt>.Entry) -> Bool,
-                         status: OperationStatus? = nil) -> [QueueIndex<StoredAt>.Entry] {
+    private func entries(where include: (QueueIndex<OperationRecords>.Entry) -> Bool,
+                         status: OperationStatus? = nil) -> [QueueIndex<OperationRecords>.Entry] {
         index.withLock { index in
-            index.list(QueueIndex<StoredAt>.Filter(status: status), limit: Int.max).entries.filter(include)
+            index.list(QueueIndex<OperationRecords>.Filter(status: status), limit: Int.max).entries.filter(include)
         }
     }
 
     /// The operation as the index has it, with what only its `created` record holds (method,
     /// target, fingerprint; left empty when `request` is nil) and `state` in place of the index's.
-    private func snapshot(_ entry: QueueIndex<StoredAt>.Entry, request: OperationRequest?,
+    private func snapshot(_ entry: QueueIndex<OperationRecords>.Entry, request: OperationRequest?,
                           state: OperationState? = nil) -> OperationSnapshot {
         OperationSnapshot(id: entry.id, origin: entry.origin, method: request?.method ?? "", target: request?.target ?? "",
                           idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
@@ -196,7 +196,7 @@ public final class OutboxQueue: Sendable {
 
     /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
     /// record and the response of a completed operation in its latest state, both read from disk.
-    private func keyHolder(_ entry: QueueIndex<StoredAt>.Entry) throws(QueueReadError) -> OperationSnapshot {
+    private func keyHolder(_ entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError) -> OperationSnapshot {
         let request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
         var state = entry.state
         if entry.status == .completed {
@@ -224,8 +224,8 @@ public final class OutboxQueue: Sendable {
     /// in the index under the same lock, and an unknown id is the only change the index refuses,
     /// so a refusal means index and log disagree: it is logged as an error with the operation id,
     /// never dropped in silence.
-    private static func apply(_ state: OperationState, locator: StoredAt? = nil, of id: UUID,
-                              to index: inout QueueIndex<StoredAt>, logger: Logger) {
+    private static func apply(_ state: OperationState, locator: OperationRecords? = nil, of id: UUID,
+                              to index: inout QueueIndex<OperationRecords>, logger: Logger) {
         do {
             try index.update(id, state: state, locator: locator)
         } catch {
@@ -310,7 +310,7 @@ extension OutboxQueue: QueueGateway {
             case .success(let location):
                 let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
                     do throws(QueueIndexError) {
-                        try index.insert(operation, locator: StoredAt(created: location, state: nil))
+                        try index.insert(operation, locator: OperationRecords(created: location, state: nil))
                         return .success(index.takeLanesToWake())
                     } catch {
                         return .failure(error)
@@ -370,7 +370,7 @@ extension OutboxQueue: QueueGateway {
 
 extension OutboxQueue: ReplaySource {
     package func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
-        let (step, failing) = index.withLock { index -> (LaneStep, [QueueIndex<StoredAt>.Entry]) in
+        let (step, failing) = index.withLock { index -> (LaneStep, [QueueIndex<OperationRecords>.Entry]) in
             let step = index.nextReady(origin: origin, now: now)
             return (step, step.dependencyFailed.compactMap { index.entry($0) })
         }
@@ -410,7 +410,7 @@ extension OutboxQueue: ReplaySource {
             // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
             // at recovery anyway.
             guard let entry = index.entry(id) else { return [] }
-            Self.apply(state, locator: StoredAt(created: entry.locator.created, state: location), of: id,
+            Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                        to: &index, logger: logger)
             return index.takeLanesToWake()
         }
@@ -481,8 +481,8 @@ extension OutboxQueue: AdminQueueSource {
     package func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
         let originValue = origin.flatMap { Origin.parseAbsolute($0 + "/")?.0 }
         if origin != nil && originValue == nil { return ([], nil) }
-        let filter = QueueIndex<StoredAt>.Filter(status: status, tag: tag, origin: originValue)
-        let page: QueueIndex<StoredAt>.Page? = index.withLock { index in
+        let filter = QueueIndex<OperationRecords>.Filter(status: status, tag: tag, origin: originValue)
+        let page: QueueIndex<OperationRecords>.Page? = index.withLock { index in
             if let after { return index.list(filter, after: after, limit: limit) }
             return index.list(filter, limit: limit)
         }
@@ -542,7 +542,7 @@ extension OutboxQueue: AdminQueueSource {
     package func flush() {
         // Backoff lives in the index only as nextAttemptAt: clearing it makes every lane due.
         let woken = index.withLock { index -> [Origin] in
-            let waiting = index.list(QueueIndex<StoredAt>.Filter(status: .pending), limit: Int.max).entries
+            let waiting = index.list(QueueIndex<OperationRecords>.Filter(status: .pending), limit: Int.max).entries
             for entry in waiting where entry.nextAttemptAt != nil {
                 var state = entry.state
                 state.nextAttemptAt = nil
