@@ -10,41 +10,28 @@ import OutboxQueue
 /// end) and the upstream call feeds the response. The exchange turns each into the other's
 /// framing (chunked re-encoding, close-delimited → chunked for HTTP/1.1 clients), applies the
 /// hop-by-hop and forwarding rules, and passes backpressure both ways.
+///
+/// The lifecycle's decisions are ``ExchangeStateMachine``'s; this class holds the I/O (the
+/// buffers, the upstream call, the client's stream) and carries out the machine's actions.
 final class ProxyExchange: UpstreamResponseHandler {
-    /// `draining`: the response is complete but the client is still sending the request body
-    /// (the origin answered early); the rest of the body is read and dropped so the
-    /// connection stays in sync for the next request.
-    /// `buffering`: a queueable request's body is read whole before anything is decided;
-    /// `storing`: waiting for the queue's fdatasync before answering 202.
-    enum Phase { case preparing, buffering, storing, forwarding, responding, draining, finished }
-
     /// Strong: the client drops its exchange on every ending path, which breaks the cycle.
     let client: ClientConnection
     let head: HTTPRequestHead
     let requestFraming: HTTPBodyFraming
     private let started: UInt64
-    private(set) var phase = Phase.preparing
+    private var machine: ExchangeStateMachine
     private var origin: Origin?
     private var upstreamHead: HTTPRequestHead?
     private var call: UpstreamCall?
     private var transport: UpstreamTransport?
-    private var sendContinue = false
     /// Body bytes seen before the call exists, or kept to resend on a stale pooled connection.
     private var bodyCopy: [UInt8] = []
     /// Whether `bodyCopy` still holds every body byte so far, so the request can be sent again
     /// (it stops once the body outgrows `maxReplayableBody` after the call has started).
     private var bodyCopyIsResendable = true
     private var bodyTrailers: HTTPHeaders?
-    private(set) var requestComplete = false
-    private var retried = false
     private var responseStatus = 0
     private var responseBytes = 0
-    private var chunkedToClient = false
-    private var responseHasBody = true
-    /// Decided with each response by `settleKeepAlive`, read when the exchange finishes.
-    private var keepAlive = false
-    /// Set for a request the queue may store (method in `queue.methods`).
-    private var queueable = false
     private var target = ""
     private var control = ControlHeaders()
     private var idempotencyKey = ""
@@ -59,14 +46,22 @@ final class ProxyExchange: UpstreamResponseHandler {
         self.head = head
         self.requestFraming = framing
         started = client.loop.now
-        if framing == .none || framing == .contentLength(0) { requestComplete = true }
+        machine = ExchangeStateMachine(requestComplete: framing == .none || framing == .contentLength(0),
+                                       isHead: head.method == "HEAD", clientSpeaksHTTP11: head.version == .http1_1)
     }
+
+    var requestComplete: Bool { machine.requestComplete }
+
+    /// The response head is out: too late to answer with an error status.
+    var responseStarted: Bool { machine.responseStarted }
 
     /// True while request body bytes should not be read from the client.
     var bodyPaused: Bool {
-        guard !requestComplete, phase != .draining, phase != .buffering else { return false }
-        guard let call else { return phase == .preparing }
-        return !call.canAcceptBody
+        switch machine.bodyGate {
+        case .open: false
+        case .closed: true
+        case .upstream: call.map { !$0.canAcceptBody } ?? false
+        }
     }
 
     // MARK: Request side
@@ -77,7 +72,7 @@ final class ProxyExchange: UpstreamResponseHandler {
                 fail(.expectationFailed("unsupported expectation: \(expect)"))
                 return
             }
-            sendContinue = head.version == .http1_1 && !requestComplete
+            machine.headParsed(expectsContinue: true)
         }
         switch client.context.adminRoute(for: head.target, on: client.listener) {
         case .admin(let path):
@@ -86,8 +81,7 @@ final class ProxyExchange: UpstreamResponseHandler {
                 return
             }
             adminPath = path
-            phase = .buffering
-            if requestComplete { runAdmin() }
+            if machine.readWholeBody(for: .admin) == .decide(.admin) { runAdmin() }
             return
         case .notOnAdminListener:
             answerAdmin(AdminResponse.error(404, "not_found",
@@ -101,7 +95,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .failure(let error):
             fail(error)
         case .success(.tunnel(let host, let port)):
-            phase = .finished
+            machine.end()
             client.startTunnel(host: host, port: port)
         case .success(.origin(let origin, let target, _)):
             self.origin = origin
@@ -120,24 +114,26 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func beginCall() {
         guard let origin, let upstreamHead, let transport else { return }
-        phase = .forwarding
+        // Moved before the call starts, so whatever the call reports finds the exchange forwarding.
+        let requestNeeds = machine.callStarted()
         let framing = requestFramingOverride ?? requestFraming
         let call = transport.startCall(to: origin, head: upstreamHead, bodyFraming: framing, handler: self)
         self.call = call
         if !bodyCopy.isEmpty {
             bodyCopy.withUnsafeBytes { call.sendBody($0) }
         }
-        if requestComplete {
+        switch requestNeeds {
+        case .finishUpstreamBody:
             if framing != .none && framing != .contentLength(0) {
                 call.finishBody(trailers: bodyTrailers ?? HTTPHeaders())
             }
-        } else if sendContinue {
-            sendContinue = false
-            client.stream.enqueue(Self.continueBytes)
-            client.stream.flushSoon()
+        case .sendContinue:
+            sendContinueResponse()
+        default:
+            break
         }
         // A queueable request keeps its whole body: a failed attempt turns into a stored one.
-        if !queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyIsResendable) {
+        if !machine.queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyIsResendable) {
             bodyCopy = []
             bodyCopyIsResendable = false
         }
@@ -146,12 +142,19 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
+    private func sendContinueResponse() {
+        client.stream.enqueue(Self.continueBytes)
+        client.stream.flushSoon()
+    }
+
     func requestBody(_ bytes: UnsafeRawBufferPointer) {
-        guard phase != .finished, phase != .draining else { return }
-        if phase == .buffering {
+        switch machine.requestBody() {
+        case .forwardBody: break
+        case .bufferBody:
             // Bounded by queue.maxBodyBytes: the parser stops a longer body with 413.
             bodyCopy.append(contentsOf: bytes)
             return
+        default: return
         }
         if bodyCopyIsResendable {
             if bodyCopy.count + bytes.count <= Self.maxReplayableBody {
@@ -167,30 +170,27 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     func requestEnded(trailers: HTTPHeaders) {
-        requestComplete = true
         bodyTrailers = trailers
-        if phase == .draining {
-            finish(status: responseStatus)
-            return
-        }
-        if phase == .buffering, adminPath != nil {
+        switch machine.requestEnded() {
+        case .finish(let keepAlive):
+            finish(status: responseStatus, keepAlive: keepAlive)
+        case .decide(.admin):
             runAdmin()
-            return
-        }
-        if phase == .buffering, let queue = client.context.queue {
-            decideQueueable(queue)
-            return
-        }
-        guard phase == .forwarding || phase == .responding, let call else { return }
-        if requestFraming != .none && requestFraming != .contentLength(0) {
-            call.finishBody(trailers: trailers)
+        case .decide(.queue):
+            if let queue = client.context.queue { decideQueueable(queue) }
+        case .finishUpstreamBody:
+            guard let call else { return }
+            if requestFraming != .none && requestFraming != .contentLength(0) {
+                call.finishBody(trailers: trailers)
+            }
+        default:
+            break
         }
     }
 
     /// The client went away or broke the protocol: drop the upstream side.
     func abort() {
-        guard phase != .finished else { return }
-        phase = .finished
+        guard machine.abort() == .cancelCall else { return }
         call?.cancel()
         call = nil
     }
@@ -198,39 +198,41 @@ final class ProxyExchange: UpstreamResponseHandler {
     // MARK: Response side
 
     func upstreamReceivedHead(_ upstream: HTTPResponseHead, framing: HTTPBodyFraming) {
-        guard phase == .forwarding else { return }
-        if let queue = client.context.queue, let origin {
-            if client.context.unavailableStatuses.contains(upstream.status) {
+        let queue = origin == nil ? nil : client.context.queue
+        // An unavailable status means "unreachable": a queueable request is stored instead.
+        let unavailable = queue != nil && client.context.unavailableStatuses.contains(upstream.status)
+        let keepAlive = settlesKeepAlive(after: .relayed(framing))
+        let action = machine.upstreamHead(status: upstream.status, framing: framing, unavailable: unavailable,
+                                          keepAlive: keepAlive)
+        if action != .none, let queue, let origin {
+            if unavailable {
                 queue.originUnreachable(origin, reason: "HTTP \(upstream.status)")
-                if queueable {
-                    // An unavailable status means "unreachable": store instead of relaying.
-                    call?.cancel()
-                    call = nil
-                    storeInstead(queue)
-                    return
-                }
             } else {
                 queue.originAnswered(origin)
             }
         }
-        phase = .responding
-        responseStatus = upstream.status
-        var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
-        responseHasBody = framing != .none && head.method != "HEAD"
-        // An HTTP/1.0 client knows no chunked coding: there the end of the body is the close,
-        // which `settleKeepAlive` decides.
-        if head.version == .http1_1, framing == .chunked || framing == .untilClose {
-            chunkedToClient = responseHasBody
-            if responseHasBody { response.headers.add("Transfer-Encoding", "chunked") }
+        switch action {
+        case .storeInstead:
+            call?.cancel()
+            call = nil
+            if let queue { storeInstead(queue) }
+        case .relayHead(let chunked):
+            responseStatus = upstream.status
+            var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
+            if chunked { response.headers.add("Transfer-Encoding", "chunked") }
+            if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
+                response.headers.add("Connection", connection)
+            }
+            client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
+        default:
+            break
         }
-        if let connection = settleKeepAlive(after: .relayed(framing)) { response.headers.add("Connection", connection) }
-        client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
     }
 
     func upstreamReceivedBody(_ bytes: UnsafeRawBufferPointer) {
-        guard phase == .responding, responseHasBody else { return }
+        guard case .relayBody(let chunked) = machine.upstreamBody() else { return }
         responseBytes += bytes.count
-        if chunkedToClient {
+        if chunked {
             client.stream.withOutput { HTTPSerializer.writeChunk(bytes, into: &$0) }
         } else {
             client.stream.enqueue(bytes)
@@ -243,58 +245,63 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// The client's output drained: let the response flow again.
     func clientDrained() {
-        if phase == .responding { call?.resumeResponse() }
+        if machine.clientDrained() == .resumeResponse { call?.resumeResponse() }
     }
 
     func upstreamFinished(trailers: HTTPHeaders) {
-        guard phase == .responding else { return }
-        if chunkedToClient {
-            client.stream.withOutput { HTTPSerializer.writeLastChunk(trailers: trailers, into: &$0) }
+        let action = machine.upstreamEnded()
+        switch action {
+        case .finishResponse(let lastChunk, _), .drainRequest(let lastChunk):
+            if lastChunk {
+                client.stream.withOutput { HTTPSerializer.writeLastChunk(trailers: trailers, into: &$0) }
+            }
+            call = nil
+        default:
+            return
         }
-        call = nil
-        if !requestComplete {
+        if case .finishResponse(_, let keepAlive) = action {
+            finish(status: responseStatus, keepAlive: keepAlive)
+        } else {
             // The origin answered before the whole body arrived (nginx's `return` does): the
             // upstream connection is not reusable (the connection itself saw to that), and the
             // rest of the body is drained from the client so its connection stays usable.
-            phase = .draining
             client.stream.flushSoon()
-            return
         }
-        finish(status: responseStatus)
     }
 
     func upstreamFailed(_ error: UpstreamError) {
-        guard phase == .forwarding || phase == .preparing || phase == .responding || phase == .buffering else { return }
+        let retryable: Bool
+        if case .noResponse(_, retryable: true) = error { retryable = true } else { retryable = false }
+        let queue = origin == nil ? nil : client.context.queue
+        // A pooled connection the origin closed as we reused it is sent once more on a fresh one.
+        let action = machine.upstreamFailed(retryable: retryable, replayable: retryable && isReplayable,
+                                            unreachable: queue != nil && error.meansUnreachable,
+                                            bodyCopyWhole: bodyCopyIsResendable)
+        if action == .none { return }
         call = nil
-        if phase == .responding {
-            // Too late for an error status: the head is out. Closing tells the client the body is short.
-            client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
-            phase = .finished
-            client.abortAfterFlush()
-            return
-        }
-        if case .noResponse(_, retryable: true) = error, !retried, bodyCopyIsResendable, isReplayable {
-            // A pooled connection the origin closed as we reused it: send once more on a fresh
-            // one, but only what is safe to repeat (Go's transport has the same rule).
-            retried = true
+        if action == .resendOnNewConnection {
             beginCall()
             return
         }
         client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
-        if let queue = client.context.queue, let origin, error.meansUnreachable {
-            queue.originUnreachable(origin, reason: error.summary)
-            if queueable {
+        switch action {
+        case .cut:
+            client.abortAfterFlush()
+        case .storeInstead:
+            if let queue, let origin {
+                queue.originUnreachable(origin, reason: error.summary)
                 storeInstead(queue)
-                return
             }
+        default:
+            if let queue, let origin, error.meansUnreachable { queue.originUnreachable(origin, reason: error.summary) }
+            fail(.upstream(error))
         }
-        fail(.upstream(error))
     }
 
     /// Idempotent methods (RFC 9110 §9.2.2) and requests carrying an idempotency key may be
-    /// sent twice; anything else might act twice at the origin.
+    /// sent twice; anything else might act twice at the origin. (A queueable request carries
+    /// an idempotency key upstream: the machine counts it replayable.)
     private var isReplayable: Bool {
-        if queueable { return true }  // it carries an idempotency key upstream
         switch head.method {
         case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
         default: return head.headers.contains(client.context.idempotencyHeader)
@@ -316,14 +323,11 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard let origin else { return }
         switch decision {
         case .readBody:
-            queueable = true
-            phase = .buffering
-            if sendContinue {
-                sendContinue = false
-                client.stream.enqueue(Self.continueBytes)
-                client.stream.flushSoon()
+            switch machine.readWholeBody(for: .queue) {
+            case .sendContinue: sendContinueResponse()
+            case .decide: decideQueueable(queue)
+            default: break
             }
-            if requestComplete { decideQueueable(queue) }
         case .forward:
             forward()
         case .store(let dependsOn):
@@ -393,7 +397,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     /// Builds the head that goes upstream, once: for a forward now, or for the stored copy.
     private func prepareUpstreamHead() {
         guard upstreamHead == nil, let origin else { return }
-        guard queueable else {
+        guard machine.queueable else {
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming)
             return
@@ -431,9 +435,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         if pool.isReady(origin) {
             beginCall()
         } else {
-            phase = .preparing
+            machine.awaitConnection()
             pool.prepare(origin) { [weak self] result in
-                guard let self, self.phase == .preparing else { return }
+                guard let self, self.machine.isPreparing else { return }
                 switch result {
                 case .success: self.beginCall()
                 case .failure(let error): self.upstreamFailed(error)
@@ -445,7 +449,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func store(_ queue: QueueGateway, dependsOn: UUID?) {
         prepareUpstreamHead()
         guard let origin, let upstreamHead else { return }
-        phase = .storing
+        machine.beginStoring()
         // Only a stored operation needs its fingerprint; a direct forward never computes it.
         if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
         let request = OperationRequest(
@@ -461,7 +465,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func storeFinished(_ result: Result<OperationSnapshot, EnqueueError>) {
         // The client may have gone meanwhile: the operation is stored all the same.
-        guard phase == .storing, let queue = client.context.queue else { return }
+        guard machine.isStoring, let queue = client.context.queue else { return }
         carryOut(QueueDecision.stored(result), queue)
     }
 
@@ -471,18 +475,21 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func answer(_ response: HTTPResponseHead, body: [UInt8]) {
         var response = response
-        if let connection = settleKeepAlive(after: .local) { response.headers.add("Connection", connection) }
+        let keepAlive = settlesKeepAlive(after: .local)
+        if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
+            response.headers.add("Connection", connection)
+        }
         client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
         if head.method != "HEAD" { client.stream.enqueue(body) }
         responseBytes = body.count
-        finish(status: response.status)
+        finish(status: response.status, keepAlive: keepAlive)
     }
 
     // MARK: Admin API
 
     private func runAdmin() {
         guard let admin = client.context.admin, let adminPath else { return }
-        phase = .storing
+        machine.beginStoring()
         let (path, query) = AdminRequest.split(adminPath)
         let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
                                    pretty: AdminRequest.rendersPretty(head, query: query))
@@ -490,7 +497,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         Task {
             let response = await admin.handle(request)
             bound.loop.execute {
-                guard bound.value.phase == .storing else { return }
+                guard bound.value.machine.isStoring else { return }
                 bound.value.answerAdmin(response, pretty: request.pretty)
             }
         }
@@ -513,26 +520,23 @@ final class ProxyExchange: UpstreamResponseHandler {
     // MARK: Ending
 
     private func fail(_ error: ProxyError) {
-        phase = .finished
+        let keepAlive = settlesKeepAlive(after: .error(status: error.status))
+        machine.end()
         call?.cancel()
         call = nil
-        settleKeepAlive(after: .error(status: error.status))
         client.stream.enqueue(ErrorResponse.bytes(for: error, close: !keepAlive,
                                                   retryAfterSeconds: client.context.retryAfterSeconds))
-        finish(status: error.status)
+        finish(status: error.status, keepAlive: keepAlive)
     }
 
-    /// Decides whether the client's connection outlives this response (`KeepAlive` holds the
-    /// rules) and returns the `Connection` value the response carries.
-    @discardableResult
-    private func settleKeepAlive(after response: KeepAlive.Response) -> String? {
-        keepAlive = KeepAlive.persists(after: response, to: head, requestComplete: requestComplete,
-                                       serverDraining: client.isDraining)
-        return KeepAlive.connectionHeader(persists: keepAlive, version: head.version)
+    /// Whether the client's connection outlives this response (`KeepAlive` holds the rules).
+    private func settlesKeepAlive(after response: KeepAlive.Response) -> Bool {
+        KeepAlive.persists(after: response, to: head, requestComplete: machine.requestComplete,
+                           serverDraining: client.isDraining)
     }
 
-    private func finish(status: Int) {
-        phase = .finished
+    private func finish(status: Int, keepAlive: Bool) {
+        machine.end()
         client.stream.flushSoon()
         client.proxyLoop.metrics.request(nanoseconds: client.loop.now &- started,
                                          forwardedStatus: responseStatus == 0 ? nil : responseStatus)

@@ -146,7 +146,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
             do {
                 event = try parser.next(in: stream.input, index: &stream.inputIndex)
             } catch {
-                let responseStarted = exchange?.phase == .responding
+                let responseStarted = exchange?.responseStarted == true
                 perform(machine.requestMalformed(responseStarted: responseStarted),
                         answering: .malformed(error), loggedAs: "bad_request")
                 return
