@@ -29,10 +29,14 @@ static inline int csystem_epoll_ctl(int epfd, int op, int fd, uint32_t events, u
 int csystem_accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
 // pipe2 too: a pipe whose ends are close-on-exec from the start, for code that spawns children.
 int csystem_pipe2(int fds[2], int flags);
-// Blocks until child `pid` has exited and reports how (exit code, or the signal with
-// *signaled = 1), leaving it to be reaped by whoever owns it (waitid with WNOWAIT).
-// Returns -1 (errno set) if `pid` is no child of ours or was already reaped.
-int csystem_wait_exit_without_reaping(pid_t pid, int *status, int *signaled);
+// posix_spawn of `path` with stdin from /dev/null, stdout and stderr onto the given
+// descriptors, every other descriptor closed, an empty signal mask, default dispositions for
+// the usual signals, and a process group of its own. Returns 0 or an errno value.
+int csystem_spawn(const char *path, char *const argv[], char *const envp[], int stdout_fd, int stderr_fd,
+                  pid_t *pid);
+// Blocks until child `pid` has exited, reaps it and reports how: its exit code, or the signal
+// that ended it with *signaled = 1. Returns -1 (errno set) if `pid` is no child of ours.
+int csystem_wait_exit(pid_t pid, int *status, int *signaled);
 
 // CRC-32C (Castagnoli). `crc` is the value returned for the bytes before `data` (0 to start),
 // so a checksum can be computed over several pieces. Uses the SSE4.2 `crc32` instruction when

@@ -36,72 +36,72 @@ final class ChildProcess: Sendable {
     let pid: Int32
     let executable: String
     let observed: WaitableState<Observed>
-    private let process: Process
 
-    /// Starts `executable` with `arguments`. `environment` defaults to this process's
-    /// environment without proxy and `OUTBOX_*` variables, so the developer's shell cannot
-    /// change what a test sees.
+    /// Starts `executable` (an absolute path) with `arguments`. `environment` defaults to this
+    /// process's environment without proxy and `OUTBOX_*` variables, so the developer's shell
+    /// cannot change what a test sees.
+    ///
+    /// Spawned with posix_spawn, not Foundation's `Process`: on a loaded machine `Process.run()`
+    /// was seen to crash inside Foundation, to stall every other spawn behind its global lock
+    /// for more than 30 s, and to report exits more than 15 s late. Here each child has its
+    /// own reaper thread, gets an empty signal mask (the shutdown tests send SIGTERM, which
+    /// Swift's worker threads block), inherits no descriptor but its three, and runs in a
+    /// process group of its own.
     init(executable: String, arguments: [String], environment: [String: String]? = nil) throws {
         let observed = WaitableState(Observed())
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment ?? Self.cleanEnvironment()
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         let stdout = try Self.closeOnExecPipe()
         let stderr = try Self.closeOnExecPipe()
-        process.standardOutput = stdout.write
-        process.standardError = stderr.write
-        process.terminationHandler = { finished in
-            let status: ExitStatus = finished.terminationReason == .uncaughtSignal
-                ? .signaled(finished.terminationStatus) : .exited(finished.terminationStatus)
-            observed.update { state in
-                if state.exit == nil { state.exit = status }
+        let variables = (environment ?? Self.cleanEnvironment()).map { "\($0.key)=\($0.value)" }
+        var spawned: pid_t = 0
+        let rc = Self.withCStrings([executable] + arguments) { argv in
+            Self.withCStrings(variables) { envp in
+                csystem_spawn(executable, argv, envp, stdout.write, stderr.write, &spawned)
             }
         }
-        let failure = Self.runWithEmptySignalMask(process)
         // The child has its copies; ours would keep the pipes open after it exits.
-        try? stdout.write.close()
-        try? stderr.write.close()
-        if let failure {
-            throw HarnessError("cannot start \(executable): \(failure)")
+        close(stdout.write)
+        close(stderr.write)
+        guard rc == 0 else {
+            close(stdout.read)
+            close(stderr.read)
+            throw HarnessError("cannot start \(executable): \(String(cString: strerror(rc)))")
         }
-        self.process = process
         self.observed = observed
         self.executable = executable
-        pid = process.processIdentifier
+        pid = spawned
         Self.drain(stdout.read, into: observed, isStderr: false)
         Self.drain(stderr.read, into: observed, isStderr: true)
-        Self.watchExit(of: pid, into: observed)
+        Self.reap(pid, into: observed)
     }
 
-    /// Learns of the exit from the kernel on a thread of its own, besides Foundation's
-    /// termination handler: on a loaded machine that handler was seen to run more than 15 s
-    /// after the child had exited. `waitid(WNOWAIT)` leaves the reaping to Foundation, so the
-    /// two never compete for the status; whichever reports first wins.
-    private static func watchExit(of pid: Int32, into observed: WaitableState<Observed>) {
+    /// Waits for the exit on a thread of its own and reaps the child.
+    private static func reap(_ pid: Int32, into observed: WaitableState<Observed>) {
         Thread {
             var code: Int32 = 0
             var signaled: Int32 = 0
-            guard csystem_wait_exit_without_reaping(pid, &code, &signaled) == 0 else { return }
+            guard csystem_wait_exit(pid, &code, &signaled) == 0 else { return }
             let status: ExitStatus = signaled != 0 ? .signaled(code) : .exited(code)
-            observed.update { state in
-                if state.exit == nil { state.exit = status }
-            }
+            observed.update { $0.exit = status }
         }.start()
     }
 
-    /// A pipe whose both ends are close-on-exec from the start (Foundation's `Pipe` is not):
-    /// tests spawn children concurrently, and a child that inherited another child's write end
-    /// would hold that pipe open, so its reader would never see end of file. The spawn dup2s
-    /// the write end onto the child's stdout or stderr, which clears the flag there only.
-    private static func closeOnExecPipe() throws -> (read: FileHandle, write: FileHandle) {
+    /// A pipe whose both ends are close-on-exec from the start: tests spawn children
+    /// concurrently, and a child that inherited another child's write end would hold that pipe
+    /// open, so its reader would never see end of file. The spawn dup2s the write end onto the
+    /// child's stdout or stderr, which clears the flag there only.
+    private static func closeOnExecPipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]
         guard csystem_pipe2(&fds, O_CLOEXEC) == 0 else {
             throw HarnessError("pipe2: \(String(cString: strerror(errno)))")
         }
-        return (FileHandle(fileDescriptor: fds[0], closeOnDealloc: true),
-                FileHandle(fileDescriptor: fds[1], closeOnDealloc: true))
+        return (fds[0], fds[1])
+    }
+
+    /// `strings` as a NULL-terminated array of C strings, valid during `body`.
+    private static func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+        let pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) } + [nil]
+        defer { for pointer in pointers { free(pointer) } }
+        return body(pointers)
     }
 
     deinit {
@@ -167,30 +167,11 @@ final class ChildProcess: Sendable {
         }
     }
 
-    /// Starts `process` from a fresh thread whose signal mask is empty. posix_spawn copies the
-    /// caller's mask, and Swift concurrency's worker threads block SIGTERM and SIGINT: a child
-    /// spawned from one would ignore the very signals the shutdown tests send.
-    private static func runWithEmptySignalMask(_ process: Process) -> String? {
-        let failure = WaitableState<String??>(nil)
-        Thread {
-            var empty = sigset_t()
-            sigemptyset(&empty)
-            pthread_sigmask(SIG_SETMASK, &empty, nil)
-            do {
-                try process.run()
-                failure.update { $0 = .some(nil) }
-            } catch {
-                failure.update { $0 = .some("\(error)") }
-            }
-        }.start()
-        return failure.waitBlocking(timeout: .seconds(30)) { $0 } ?? "Process.run() did not return within 30 s"
-    }
-
-    private static func drain(_ handle: FileHandle, into observed: WaitableState<Observed>, isStderr: Bool) {
+    private static func drain(_ fd: Int32, into observed: WaitableState<Observed>, isStderr: Bool) {
         Thread {
             var buffer = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
-                let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 if count <= 0 { break }
                 observed.update { state in
@@ -204,8 +185,7 @@ final class ChildProcess: Sendable {
             observed.update { state in
                 if isStderr { state.stderrClosed = true } else { state.stdoutClosed = true }
             }
-            // Keeps the handle (and so the descriptor) alive until reading is over.
-            withExtendedLifetime(handle) {}
+            close(fd)
         }.start()
     }
 }
