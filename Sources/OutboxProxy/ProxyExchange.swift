@@ -353,7 +353,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .invalid, .repeated: break  // refused, so nothing to look up
         }
         var known = QueueDecision.KnownKey.unknown
-        if !idempotencyKey.isEmpty {
+        // Only a client's key can name a stored operation: a key made up just now is a fresh
+        // random UUID, so its lookup (a lock and a hash probe per POST) is skipped.
+        if case .given = key {
             let existing: OperationSnapshot?
             do {
                 existing = try queue.operation(withKey: idempotencyKey)
