@@ -52,38 +52,59 @@ extension OutboxProcess {
         }
     }
 
-    /// Polls `GET /admin/operations/{id}` until `predicate` holds; throws with the last
-    /// document seen when `timeout` passes. The admin API has no push channel, so polling
-    /// (every 20 ms, bounded) is the event here. It looks once more after the deadline: a
-    /// test thread that was descheduled past it must not fail on a stale answer.
+    /// Looks at `GET /admin/operations/{id}` until `predicate` holds; throws with the last
+    /// document seen when `timeout` passes. The admin API has no push channel; between looks
+    /// it waits for the proxy to log what it did (`waitForActivity`). It looks once more after
+    /// the deadline: a test thread that was descheduled past it must not fail on a stale answer.
     func waitForOperation(_ id: String, describedAs condition: String, timeout: Duration = .seconds(15),
                           until predicate: (JSONObject) -> Bool) async throws -> JSONObject {
         let deadline = Deadline(after: timeout)
         while true {
             let expired = deadline.hasPassed
+            let logged = child.observed.value.stderr.count
             let document = try operation(id)
             if predicate(document) { return document }
             if expired {
                 throw HarnessError("operation \(id) not \(condition) within \(timeout); last seen: \(document.text)\n\(self)")
             }
-            try await Task.sleep(for: .milliseconds(20))
+            await waitForActivity(after: logged)
         }
     }
 
-    /// Polls `GET /admin/status` until the entry of `origin` in `origins` satisfies
+    /// Looks at `GET /admin/status` until the entry of `origin` in `origins` satisfies
     /// `predicate` (bounded, one last look after the deadline) and returns that entry.
     func waitForOriginStatus(_ origin: String, timeout: Duration = .seconds(15),
                              until predicate: (JSONObject) -> Bool) async throws -> JSONObject {
         let deadline = Deadline(after: timeout)
         while true {
             let expired = deadline.hasPassed
+            let logged = child.observed.value.stderr.count
             let status = try JSONObject(admin("status"))
             if let entry = status.objects("origins")?.first(where: { $0.string("origin") == origin }), predicate(entry) {
                 return entry
             }
             if expired { throw HarnessError("origin \(origin) not as expected within \(timeout); status: \(status)\n\(self)") }
-            try await Task.sleep(for: .milliseconds(20))
+            await waitForActivity(after: logged)
         }
+    }
+
+    /// Returns once the proxy has logged a line after the first `offset` bytes of its stderr
+    /// that is not the access line of an admin request (those are the test's own looks): a
+    /// replay, an origin going off- or online, a probe. Every state change the queue tests
+    /// wait for is logged; `atMost` bounds the wait for the few that are not (and for a
+    /// proxy started with a quieter log level), so the caller then simply looks again.
+    func waitForActivity(after offset: Int, atMost: Duration = .milliseconds(250)) async {
+        _ = try? await child.observed.wait(timeout: atMost, describeTimeout: { _ in "no activity" }) { observed in
+            Self.loggedActivity(in: observed.stderr, after: offset) ? true : nil
+        }
+    }
+
+    private static func loggedActivity(in stderr: [UInt8], after offset: Int) -> Bool {
+        guard stderr.count > offset else { return false }
+        let text = String(decoding: stderr[offset...], as: UTF8.self)
+        // Complete lines only: the last piece may still be growing.
+        return text.split(separator: "\n", omittingEmptySubsequences: true).dropLast(text.hasSuffix("\n") ? 0 : 1)
+            .contains { !$0.contains("target=/admin/") }
     }
 
     /// `GET /admin/drain?timeoutSeconds=N`, required to be `200 {"drained":true}`: every
