@@ -50,6 +50,17 @@ extension OutboxConfig {
                 ("token", admin.token == nil ? .null : .string("[set]")),
                 ("redactHeaders", .array(admin.redactHeaders.map { .string($0) })),
             ])),
+            ("tls", .object([
+                ("caFile", .string(tls.caFile)),
+                ("verify", .bool(tls.verify)),
+                ("clientCertificateFile", .string(tls.clientCertificateFile)),
+                ("clientKeyFile", .string(tls.clientKeyFile)),
+                ("intercept", .object([
+                    ("hosts", .array(tls.intercept.hosts.map { .string($0) })),
+                    ("caCertificateFile", .string(tls.intercept.caCertificateFile)),
+                    ("caKeyFile", .string(tls.intercept.caKeyFile)),
+                ])),
+            ])),
             ("limits", .object([
                 ("maxHeaderBytes", .int(limits.maxHeaderBytes)),
                 ("headerTimeoutSeconds", .double(limits.headerTimeoutSeconds)),

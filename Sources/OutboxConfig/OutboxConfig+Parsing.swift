@@ -13,7 +13,7 @@ extension OutboxConfig {
     /// lowercased and `redactHeaders` lowercased. Duplicate keys are a JSON error.
     /// Members are checked in document order and the first problem is reported; invalid JSON
     /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
-    /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`), not as "use the default".
+    /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`, the `tls` file paths), not as "use the default".
     public static func parse(json: [UInt8]) throws(ConfigError) -> OutboxConfig {
         let document: JSON
         do {
@@ -35,6 +35,7 @@ extension OutboxConfig {
             case "reachability": config.reachability = try ReachabilitySettings(field)
             case "idempotency": config.idempotency = try Idempotency(field)
             case "admin": config.admin = try Admin(field)
+            case "tls": config.tls = try TLS(field)
             case "limits": config.limits = try Limits(field)
             default: throw field.unknownKey()
             }
@@ -163,6 +164,47 @@ extension OutboxConfig.Admin {
     }
 }
 
+extension OutboxConfig.TLS {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "caFile": caFile = try field.optionalPath()
+            case "verify": verify = try field.bool()
+            case "clientCertificateFile": clientCertificateFile = try field.optionalPath()
+            case "clientKeyFile": clientKeyFile = try field.optionalPath()
+            case "intercept": intercept = try Intercept(field)
+            default: throw field.unknownKey()
+            }
+        }
+        // One without the other cannot be used, and silently ignoring it would surprise.
+        if (clientCertificateFile == nil) != (clientKeyFile == nil) {
+            let missing = clientCertificateFile == nil ? "clientCertificateFile" : "clientKeyFile"
+            let given = clientCertificateFile == nil ? "clientKeyFile" : "clientCertificateFile"
+            throw object.error("\(missing): expected a file with \(given), got null")
+        }
+    }
+}
+
+extension OutboxConfig.TLS.Intercept {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "hosts": hosts = try field.array().map { (entry) throws(ConfigError) in try entry.allowedHost() }
+            case "caCertificateFile": caCertificateFile = try field.optionalPath()
+            case "caKeyFile": caKeyFile = try field.optionalPath()
+            default: throw field.unknownKey()
+            }
+        }
+        if (caCertificateFile == nil) != (caKeyFile == nil) {
+            let missing = caCertificateFile == nil ? "caCertificateFile" : "caKeyFile"
+            let given = caCertificateFile == nil ? "caKeyFile" : "caCertificateFile"
+            throw object.error("\(missing): expected a file with \(given), got null")
+        }
+    }
+}
+
 extension OutboxConfig.Limits {
     fileprivate init(_ object: ConfigField) throws(ConfigError) {
         self.init()
@@ -202,6 +244,13 @@ extension ConfigField {
     fileprivate func dataDirectory() throws(ConfigError) -> String {
         let text = try string()
         guard OutboxConfig.isValidDataDirectory(text) else { throw invalid("non-empty path") }
+        return text
+    }
+
+    /// A file path or null: non-empty, no control characters (the `dataDirectory` rule).
+    fileprivate func optionalPath() throws(ConfigError) -> String? {
+        guard let text = try optionalString() else { return nil }
+        guard OutboxConfig.isValidDataDirectory(text) else { throw invalid("non-empty path, or null") }
         return text
     }
 

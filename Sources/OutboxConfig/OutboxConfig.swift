@@ -97,6 +97,35 @@ public struct OutboxConfig: Sendable, Equatable {
         public init() {}
     }
 
+    /// `tls`: how `https://` origins are verified, the client certificate offered to them, and
+    /// which `CONNECT` hosts Outbox terminates itself so that their writes can be queued.
+    public struct TLS: Sendable, Equatable {
+        /// `tls.intercept`: the hosts whose `CONNECT` tunnels are terminated, and the CA that
+        /// signs the certificates shown to their clients.
+        public struct Intercept: Sendable, Equatable {
+            /// Patterns with `allowedHosts`' syntax (host, `*.suffix`, `*`), stored the same way.
+            public var hosts: [String] = []
+            /// PEM files of a CA to sign with; both or neither. Neither: a CA is created in
+            /// `dataDirectory/ca/` at first need.
+            public var caCertificateFile: String? = nil
+            public var caKeyFile: String? = nil
+            /// The documented defaults: nothing intercepted.
+            public init() {}
+        }
+
+        /// A PEM bundle trusted in addition to the system store.
+        public var caFile: String? = nil
+        /// False turns certificate verification off (logged as a warning at start).
+        public var verify = true
+        /// A PEM certificate (chain) and key presented to origins that ask for one; both or neither.
+        public var clientCertificateFile: String? = nil
+        public var clientKeyFile: String? = nil
+        /// See `Intercept`.
+        public var intercept = Intercept()
+        /// The documented defaults.
+        public init() {}
+    }
+
     /// `limits`: bounds on client connections.
     public struct Limits: Sendable, Equatable {
         /// Largest request head (start line, fields, terminator) in bytes (≥ 1); larger → 431.
@@ -133,6 +162,8 @@ public struct OutboxConfig: Sendable, Equatable {
     public var idempotency = Idempotency()
     /// See `Admin`.
     public var admin = Admin()
+    /// See `TLS`.
+    public var tls = TLS()
     /// See `Limits`.
     public var limits = Limits()
 
