@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <string.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -81,4 +82,34 @@ const char *ctlsshim_error_reason(unsigned long code) {
 
 size_t ctlsshim_bio_pending(BIO *bio) {
     return BIO_ctrl_pending(bio);
+}
+
+// Client sessions: OpenSSL hands each new session (TLS 1.3 sends them after the handshake, as
+// tickets) to this callback; it is parked on the connection until the owner takes it, so the
+// owner's cache (one per event loop, no locks) decides what to keep.
+static int session_slot = -1;
+static pthread_once_t session_slot_once = PTHREAD_ONCE_INIT;
+
+static void make_session_slot(void) {
+    session_slot = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+static int park_new_session(SSL *ssl, SSL_SESSION *session) {
+    SSL_SESSION *previous = SSL_get_ex_data(ssl, session_slot);
+    if (previous != NULL) SSL_SESSION_free(previous);
+    SSL_set_ex_data(ssl, session_slot, session);
+    return 1;  // the reference is ours now
+}
+
+void ctlsshim_ctx_enable_client_sessions(SSL_CTX *ctx) {
+    pthread_once(&session_slot_once, make_session_slot);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, park_new_session);
+}
+
+SSL_SESSION *ctlsshim_take_new_session(SSL *ssl) {
+    if (session_slot < 0) return NULL;
+    SSL_SESSION *session = SSL_get_ex_data(ssl, session_slot);
+    if (session != NULL) SSL_set_ex_data(ssl, session_slot, NULL);
+    return session;
 }

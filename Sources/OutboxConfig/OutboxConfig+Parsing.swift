@@ -177,12 +177,7 @@ extension OutboxConfig.TLS {
             default: throw field.unknownKey()
             }
         }
-        // One without the other cannot be used, and silently ignoring it would surprise.
-        if (clientCertificateFile == nil) != (clientKeyFile == nil) {
-            let missing = clientCertificateFile == nil ? "clientCertificateFile" : "clientKeyFile"
-            let given = clientCertificateFile == nil ? "clientKeyFile" : "clientCertificateFile"
-            throw object.error("\(missing): expected a file with \(given), got null")
-        }
+        try object.requirePair(("clientCertificateFile", clientCertificateFile), ("clientKeyFile", clientKeyFile))
     }
 }
 
@@ -197,11 +192,7 @@ extension OutboxConfig.TLS.Intercept {
             default: throw field.unknownKey()
             }
         }
-        if (caCertificateFile == nil) != (caKeyFile == nil) {
-            let missing = caCertificateFile == nil ? "caCertificateFile" : "caKeyFile"
-            let given = caCertificateFile == nil ? "caKeyFile" : "caCertificateFile"
-            throw object.error("\(missing): expected a file with \(given), got null")
-        }
+        try object.requirePair(("caCertificateFile", caCertificateFile), ("caKeyFile", caKeyFile))
     }
 }
 
@@ -245,6 +236,14 @@ extension ConfigField {
         let text = try string()
         guard OutboxConfig.isValidDataDirectory(text) else { throw invalid("non-empty path") }
         return text
+    }
+
+    /// Two file keys of this object that only work together (a certificate and its key): both
+    /// or neither, since one alone cannot be used and silently ignoring it would surprise.
+    fileprivate func requirePair(_ first: (key: String, value: String?), _ second: (key: String, value: String?)) throws(ConfigError) {
+        guard (first.value == nil) != (second.value == nil) else { return }
+        let (missing, given) = first.value == nil ? (first.key, second.key) : (second.key, first.key)
+        throw ConfigError("\(path).\(missing): expected a file with \(given), got null")
     }
 
     /// A file path or null: non-empty, no control characters (the `dataDirectory` rule).

@@ -36,6 +36,9 @@ public struct Origin: Hashable, Sendable, CustomStringConvertible {
 public enum UpstreamError: Error, Sendable, Equatable {
     /// Connecting failed (refused, unreachable, DNS, connect timeout): nothing was sent.
     case connectFailed(String)
+    /// The TLS handshake failed or timed out (a refused certificate, a protocol error, a
+    /// captive portal): nothing of the request was sent.
+    case tlsFailed(String)
     /// The request was (at least partly) sent, and the connection ended before a complete response head.
     case noResponse(String, retryable: Bool)
     /// No response head within `responseTimeoutSeconds`.
@@ -49,20 +52,23 @@ public enum UpstreamError: Error, Sendable, Equatable {
     /// head, or no head in time.
     public var meansUnreachable: Bool {
         switch self {
-        case .connectFailed, .noResponse, .responseTimeout: true
+        case .connectFailed, .tlsFailed, .noResponse, .responseTimeout: true
         case .invalidResponse, .truncated: false
         }
     }
 
     /// True when the origin never received any byte of the request.
     public var neverSent: Bool {
-        if case .connectFailed = self { return true }
-        return false
+        switch self {
+        case .connectFailed, .tlsFailed: true
+        default: false
+        }
     }
 
     public var summary: String {
         switch self {
         case .connectFailed(let reason): "connect failed: \(reason)"
+        case .tlsFailed(let reason): "tls: \(reason)"
         case .noResponse(let reason, _): "no response: \(reason)"
         case .responseTimeout: "response timeout"
         case .invalidResponse(let reason): "invalid response: \(reason)"

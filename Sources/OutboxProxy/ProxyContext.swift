@@ -17,7 +17,8 @@ final class ProxyContext: Sendable {
     let retryAfterSeconds: Int
     let upstreamTimeouts: UpstreamTimeouts
     let logger: Logger
-    let secureTransport: SecureTransportFactory
+    /// How `https://` origins are verified (and the client certificate shown to them).
+    let upstreamTLS: TLSContext?
     let idempotencyHeader: String
     /// The durable queue; nil runs Outbox as a plain proxy.
     let queue: QueueGateway?
@@ -38,8 +39,9 @@ final class ProxyContext: Sendable {
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
-    init(config: OutboxConfig, logger: Logger, queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil,
-         metrics: Metrics = Metrics(), adminListenAddress: SocketAddressSpec? = nil) {
+    init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, queue: QueueGateway? = nil,
+         admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), adminListenAddress: SocketAddressSpec? = nil) {
+        self.upstreamTLS = upstreamTLS
         self.queue = queue
         self.admin = admin
         self.metrics = metrics
@@ -62,7 +64,6 @@ final class ProxyContext: Sendable {
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
         idempotencyHeader = config.idempotency.header
-        secureTransport = SecureTransportFactory(timeouts: upstreamTimeouts)
     }
 
     /// The smallest timeout, so the loop sweeps often enough to honour it within a quarter.

@@ -30,7 +30,7 @@ enum ProxyError: Error, Equatable {
         case .upstream(let error):
             switch error {
             // Refused and dropped-before-a-complete-head both mean unreachable: 503, retry later.
-            case .connectFailed, .noResponse: 503
+            case .connectFailed, .tlsFailed, .noResponse: 503
             // RFC 9110 §15.6.5: no timely answer is 504 Gateway Timeout, though the queue still
             // counts the origin unreachable (a queueable request is stored, not answered 504).
             case .responseTimeout: 504
@@ -71,7 +71,7 @@ enum ProxyError: Error, Equatable {
         case .requestTimeout: "request header not received within limits.headerTimeoutSeconds"
         case .upstream(let error):
             switch error {
-            case .connectFailed, .noResponse: "upstream unreachable (\(error.summary))"
+            case .connectFailed, .tlsFailed, .noResponse: "upstream unreachable (\(error.summary))"
             case .responseTimeout: "upstream did not answer within reachability.responseTimeoutSeconds"
             default: "bad upstream answer (\(error.summary))"
             }

@@ -283,17 +283,21 @@ final class ProxyExchange: UpstreamResponseHandler {
             beginCall()
             return
         }
-        client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
+        var wentOffline = true
+        if let queue, let origin, error.meansUnreachable {
+            wentOffline = queue.originUnreachable(origin, reason: error.summary)
+        }
+        // An unreachable origin is logged when it goes offline, not once more for every request
+        // that finds it so (a refused certificate would otherwise log each request).
+        if wentOffline {
+            client.logger.warn("upstream_failed", ["origin": origin?.description ?? "-", "error": error.summary])
+        }
         switch action {
         case .cut:
             client.abortAfterFlush()
         case .storeInstead:
-            if let queue, let origin {
-                queue.originUnreachable(origin, reason: error.summary)
-                storeInstead(queue)
-            }
+            if let queue { storeInstead(queue) }
         default:
-            if let queue, let origin, error.meansUnreachable { queue.originUnreachable(origin, reason: error.summary) }
             fail(.upstream(error))
         }
     }
@@ -427,11 +431,6 @@ final class ProxyExchange: UpstreamResponseHandler {
     /// Picks the transport and begins the call, after a name lookup when one is needed.
     private func startForwarding() {
         guard let origin else { return }
-        if origin.scheme == .https {
-            transport = client.context.secureTransport.transport(for: client.loop)
-            beginCall()
-            return
-        }
         let pool = client.proxyLoop.pool
         transport = pool
         if pool.isReady(origin) {

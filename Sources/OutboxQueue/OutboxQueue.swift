@@ -353,7 +353,7 @@ extension OutboxQueue: QueueGateway {
         for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
     }
 
-    package func originUnreachable(_ origin: Origin, reason: String) {
+    package func originUnreachable(_ origin: Origin, reason: String) -> Bool {
         reachability.markOffline(origin, reason: reason)
     }
 

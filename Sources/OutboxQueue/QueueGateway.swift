@@ -22,7 +22,9 @@ package protocol QueueGateway: AnyObject, Sendable {
     /// with the operation that holds the request's key (this one, or one stored before it).
     func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)
     /// Queueing was decided because `origin` is unreachable: remember it for the replayer.
-    func originUnreachable(_ origin: Origin, reason: String)
+    /// Returns whether the origin was reachable until now.
+    @discardableResult
+    func originUnreachable(_ origin: Origin, reason: String) -> Bool
     /// A forwarded request got an answer from `origin`.
     func originAnswered(_ origin: Origin)
     /// Whether `origin` is currently believed reachable.

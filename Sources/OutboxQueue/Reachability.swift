@@ -51,9 +51,12 @@ public final class Reachability: Sendable {
     }
 
     /// Records a failure that means "unreachable" and starts probing if it was online.
-    public func markOffline(_ origin: Origin, reason: String) {
-        let startProbe = state.withLock { map -> Bool in
+    /// Returns whether the origin was online until now (the moment worth a log line).
+    @discardableResult
+    public func markOffline(_ origin: Origin, reason: String) -> Bool {
+        let (startProbe, wasOnline) = state.withLock { map -> (Bool, Bool) in
             var entry = map[origin] ?? Entry()
+            let wasOnline = entry.online
             entry.online = false
             entry.lastError = reason
             let start = !entry.probing
@@ -62,11 +65,12 @@ public final class Reachability: Sendable {
                 entry.nextProbeAt = now() + Int64(interval * 1000)
             }
             map[origin] = entry
-            return start
+            return (start, wasOnline)
         }
         if startProbe {
             Task { await self.probeUntilOnline(origin) }
         }
+        return wasOnline
     }
 
     /// Records that the origin answered (a forwarded request or a replay got a response).

@@ -21,6 +21,7 @@ public final class OutboxService: Sendable {
     /// Set once the server's loops run; the reachability probe (made earlier) reads it.
     private final class ClientSlot: Sendable {
         let client = Mutex<UpstreamClient?>(nil)
+        let tls = Mutex<TLSContext?>(nil)
     }
     private let probeClient = ClientSlot()
     private let maintenance = Mutex<Task<Void, Never>?>(nil)
@@ -32,9 +33,11 @@ public final class OutboxService: Sendable {
         self.logger = logger
         let probeClient = self.probeClient
         let probePath = config.reachability.probePath
-        let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds)
+        let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
+                                     tls: { probeClient.tls.withLock { $0 } })
         let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
-            // `GET probePath` answering below 500 means online; else a TCP connect is enough.
+            // `GET probePath` answering below 500 means online; else a connect (with the
+            // handshake for https) is enough.
             guard let probePath, let client = probeClient.client.withLock({ $0 }) else { return await tcpProbe(origin) }
             var headers = HTTPHeaders()
             headers.add("Host", origin.authority)
@@ -59,6 +62,7 @@ public final class OutboxService: Sendable {
         let addresses = try server.start()
         let client = server.upstreamClient
         probeClient.client.withLock { $0 = client }
+        probeClient.tls.withLock { $0 = server.upstreamTLS }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
                                 ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics)

@@ -50,7 +50,7 @@ case .serve(let options):
     do {
         addresses = try service.start()
     } catch {
-        fail(error.description, code: 1)
+        fail(error.description, code: error.exitStatus)
     }
     // Through the logger's sink, so the lines never interleave with a log line. The admin line
     // comes first and has its own wording: whoever waits for the main line finds both ready.

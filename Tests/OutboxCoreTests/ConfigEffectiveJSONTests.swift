@@ -48,6 +48,17 @@ struct ConfigEffectiveJSONTests {
                 "token": null,
                 "redactHeaders": ["authorization", "proxy-authorization", "cookie", "set-cookie"]
               },
+              "tls": {
+                "caFile": null,
+                "verify": true,
+                "clientCertificateFile": null,
+                "clientKeyFile": null,
+                "intercept": {
+                  "hosts": [],
+                  "caCertificateFile": null,
+                  "caKeyFile": null
+                }
+              },
               "limits": {
                 "maxHeaderBytes": 65536,
                 "headerTimeoutSeconds": 10,

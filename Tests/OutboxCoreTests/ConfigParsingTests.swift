@@ -182,6 +182,34 @@ struct ConfigParsingTests {
                 == SocketAddressSpec(host: "::1", port: 9090))
     }
 
+    @Test("tls keys are read, intercept hosts normalised like allowedHosts")
+    func tlsKeys() throws {
+        let tls = try parseConfig(#"""
+            {"tls": {"caFile": "/etc/extra.pem", "verify": false, "clientCertificateFile": "c.pem",
+                     "clientKeyFile": "k.pem",
+                     "intercept": {"hosts": ["API.example.com", "*.Example.org", "[::1]"],
+                                   "caCertificateFile": "ca.pem", "caKeyFile": "ca-key.pem"}}}
+            """#).tls
+        #expect(tls.caFile == "/etc/extra.pem")
+        #expect(!tls.verify)
+        #expect(tls.clientCertificateFile == "c.pem" && tls.clientKeyFile == "k.pem")
+        #expect(tls.intercept.hosts == ["api.example.com", "*.example.org", "::1"])
+        #expect(tls.intercept.caCertificateFile == "ca.pem" && tls.intercept.caKeyFile == "ca-key.pem")
+    }
+
+    @Test("a tls file without its partner, a bad intercept pattern and a wrong type name the key", arguments: [
+        (#"{"tls": {"clientCertificateFile": "c.pem"}}"#, "tls.clientKeyFile: expected a file with clientCertificateFile, got null"),
+        (#"{"tls": {"clientKeyFile": "k.pem"}}"#, "tls.clientCertificateFile: expected a file with clientKeyFile, got null"),
+        (#"{"tls": {"intercept": {"caKeyFile": "k.pem"}}}"#, "tls.intercept.caCertificateFile: expected a file with caKeyFile, got null"),
+        (#"{"tls": {"intercept": {"hosts": ["a b"]}}}"#, #"tls.intercept.hosts[0]: expected host, "*.suffix" or "*", got "a b""#),
+        (#"{"tls": {"verify": "no"}}"#, "tls.verify: expected boolean"),
+        (#"{"tls": {"caFile": ""}}"#, #"tls.caFile: expected non-empty path, or null, got """#),
+        (#"{"tls": {"cafile": null}}"#, "tls.cafile: unknown key"),
+    ])
+    func tlsErrors(json: String, message: String) {
+        #expect(configErrorMessage(json) == message)
+    }
+
     @Test("the extension keys logLevel and limits.shutdownTimeoutSeconds are read")
     func extensionKeys() throws {
         let config = try parseConfig(#"{"logLevel": "debug", "limits": {"shutdownTimeoutSeconds": 0.5}}"#)

@@ -29,4 +29,9 @@ const char *ctlsshim_error_reason(unsigned long code);
 // Bytes waiting in a memory BIO.
 size_t ctlsshim_bio_pending(BIO *bio);
 
+// Client session resumption: new sessions are kept on their connection until taken (each
+// taken session is the caller's reference, freed with SSL_SESSION_free); NULL when none arrived.
+void ctlsshim_ctx_enable_client_sessions(SSL_CTX *ctx);
+SSL_SESSION *ctlsshim_take_new_session(SSL *ssl);
+
 #endif

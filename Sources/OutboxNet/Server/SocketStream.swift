@@ -11,13 +11,27 @@ package protocol SocketStreamDelegate: AnyObject {
     func streamDidDrain(_ stream: SocketStream)
     /// A write failed (peer reset); the stream is about to be unusable.
     func streamDidFailWrite(_ stream: SocketStream, error: Int32)
+    /// A TLS stream's TCP connect finished; its handshake starts now.
+    func streamDidConnectTransport(_ stream: SocketStream)
+    /// A TLS stream's handshake completed: plaintext flows from now on. (A plain stream that
+    /// connects reports ``streamDidDrain(_:)`` instead.)
+    func streamDidFinishHandshake(_ stream: SocketStream)
+}
+
+extension SocketStreamDelegate {
+    package func streamDidConnectTransport(_ stream: SocketStream) {}
+    package func streamDidFinishHandshake(_ stream: SocketStream) {}
 }
 
 /// A non-blocking TCP socket with an input buffer, an output queue and backpressure, driven by
 /// its loop's readiness events (level-triggered epoll).
 ///
+/// With a ``TLSEngine`` the socket carries TLS records and the owner still sees plaintext in
+/// `input` and queues plaintext output: reads feed the engine and decrypt into `input`, a flush
+/// encrypts the queued output into `wire`, the ciphertext the kernel has not taken yet.
+///
 /// Invariants: the fd is closed exactly once, in ``close()``; the epoll interest set mirrors
-/// `readingPaused` and whether output is queued; every callback runs on the loop thread.
+/// `readingPaused` and whether bytes can be sent; every callback runs on the loop thread.
 package final class SocketStream: EventHandler, DeadlineTracked {
     let fd: Int32
     // The loop outlives every stream on it; unowned(unsafe) skips the side-table refcount
@@ -45,19 +59,33 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     private var lingerDeadline: UInt64 = 0
     static let lingerNanos: UInt64 = 2_000_000_000
 
+    /// TLS, when the socket carries it.
+    package private(set) var tls: TLSEngine?
+    /// Handshake records are exchanged; queued plaintext waits for the handshake to complete.
+    package private(set) var handshaking = false
+    /// Why TLS failed, when the end was reported because of it.
+    package private(set) var tlsFailure: TLSError?
+    /// Bytes ready for the socket and not sent yet: ciphertext, or a plain response written
+    /// before TLS began (the `200` to a CONNECT).
+    private var wire: [UInt8] = []
+    private var wireIndex = 0
+
     package static let highWater = 256 * 1024
     static let lowWater = 64 * 1024
 
-    package init(fd: Int32, loop: EventLoop, connecting: Bool = false) {
+    /// `tls`: a client engine for a connection being made (`connecting`); its handshake starts
+    /// once TCP is connected. A server side begins TLS later, with ``startTLS(_:)``.
+    package init(fd: Int32, loop: EventLoop, connecting: Bool = false, tls: TLSEngine? = nil) {
         self.fd = fd
         self.loop = loop
         self.connecting = connecting
+        self.tls = tls
         interest = connecting ? EPOLLOUT.rawValue : EPOLLIN.rawValue | EPOLLRDHUP.rawValue
         lastProgress = loop.now
         loop.register(fd: fd, handler: self, events: interest)
     }
 
-    package var queuedOutputBytes: Int { output.count - outputIndex }
+    package var queuedOutputBytes: Int { output.count - outputIndex + wire.count - wireIndex }
     package var unconsumedInputBytes: Int { input.count - inputIndex }
     package var isWritable: Bool { queuedOutputBytes < SocketStream.highWater }
 
@@ -73,6 +101,13 @@ package final class SocketStream: EventHandler, DeadlineTracked {
             if error != 0 {
                 reachedEnd = true
                 delegate?.streamDidReachEnd(self, error: error)
+                return
+            }
+            if tls != nil {
+                handshaking = true
+                updateInterest()
+                delegate?.streamDidConnectTransport(self)
+                continueHandshake()
                 return
             }
             updateInterest()
@@ -104,26 +139,160 @@ package final class SocketStream: EventHandler, DeadlineTracked {
         }
         if n > 0 {
             lastProgress = loop.now
-            if inputIndex == input.count {
-                input.removeAll(keepingCapacity: true)
-                inputIndex = 0
-            } else if inputIndex > 0 && inputIndex >= input.count / 2 {
-                input.removeSubrange(0..<inputIndex)
-                inputIndex = 0
+            if let tls {
+                tls.feed(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
+                if handshaking { continueHandshake() } else { decrypt(tls) }
+                return
             }
-            input.append(contentsOf: UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
+            appendInput(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
             delegate?.streamDidRead(self)
         } else if n == 0 {
-            reachedEnd = true
-            updateInterest()
-            delegate?.streamDidReachEnd(self, error: nil)
+            end(error: nil)
         } else {
             let code = errno
             if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { return }
-            reachedEnd = true
-            updateInterest()
-            delegate?.streamDidReachEnd(self, error: code)
+            end(error: code)
         }
+    }
+
+    private func appendInput(_ bytes: UnsafeRawBufferPointer) {
+        if inputIndex == input.count {
+            input.removeAll(keepingCapacity: true)
+            inputIndex = 0
+        } else if inputIndex > 0 && inputIndex >= input.count / 2 {
+            input.removeSubrange(0..<inputIndex)
+            inputIndex = 0
+        }
+        input.append(contentsOf: bytes)
+    }
+
+    /// The peer will send nothing more: EOF, a read error, close_notify or a TLS failure.
+    private func end(error: Int32?) {
+        reachedEnd = true
+        updateInterest()
+        delegate?.streamDidReachEnd(self, error: error)
+    }
+
+    // MARK: TLS
+
+    /// Begins TLS as the server on an accepted connection, after the plaintext already queued
+    /// (the `200` to a CONNECT) is sent. Bytes the client sent early are the start of its
+    /// ClientHello: they go to the engine first.
+    package func startTLS(_ engine: TLSEngine) {
+        guard !isClosed, tls == nil else { return }
+        wire.append(contentsOf: output[outputIndex...])
+        output.removeAll(keepingCapacity: true)
+        outputIndex = 0
+        if unconsumedInputBytes > 0 {
+            input.withUnsafeBytes { engine.feed(UnsafeRawBufferPointer(rebasing: $0[inputIndex...])) }
+        }
+        input.removeAll(keepingCapacity: true)
+        inputIndex = 0
+        tls = engine
+        handshaking = true
+        continueHandshake()
+    }
+
+    private func continueHandshake() {
+        guard let tls, !isClosed else { return }
+        switch tls.handshake() {
+        case .complete:
+            handshaking = false
+            flush()
+            if isClosed { return }
+            delegate?.streamDidFinishHandshake(self)
+            // Application data may have come with the handshake's last flight.
+            if !isClosed { decrypt(tls) }
+        case .wantRead, .wantWrite:
+            flush()
+        case .failed(let error):
+            failTLS(error)
+        }
+    }
+
+    /// Decrypts everything the engine holds into `input`, then tells the owner; a
+    /// close_notify or a bad record ends the stream after the plaintext before it.
+    private func decrypt(_ tls: TLSEngine) {
+        var received = false
+        var ended: TLSError?? = nil
+        reading: while true {
+            switch tls.read(into: loop.scratch) {
+            case .bytes(let count):
+                appendInput(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count]))
+                received = true
+            case .wantRead:
+                break reading
+            case .closed:
+                ended = .some(nil)
+                break reading
+            case .failed(let error):
+                ended = .some(error)
+                break reading
+            }
+        }
+        // Reading may have produced records to send (a key update's answer).
+        if tls.hasOutput { flushSoon() }
+        if received { delegate?.streamDidRead(self) }
+        guard let ended, !isClosed, !reachedEnd else { return }
+        if let error = ended { tlsFailure = error }
+        end(error: nil)
+    }
+
+    private func failTLS(_ error: TLSError) {
+        tlsFailure = error
+        handshaking = false
+        // The alert OpenSSL queued tells the peer why; one try, no waiting for it.
+        if let tls { tls.drainOutput(appendingTo: &wire) }
+        _ = sendQueued(&wire, from: &wireIndex)
+        end(error: nil)
+    }
+
+    /// Encrypts the queued plaintext into `wire` (not while handshaking: it waits).
+    private func encryptOutput(_ tls: TLSEngine) -> Bool {
+        if !handshaking, outputIndex < output.count {
+            let result = output.withUnsafeBytes { raw in tls.write(UnsafeRawBufferPointer(rebasing: raw[outputIndex...])) }
+            switch result {
+            case .written:
+                output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
+                outputIndex = 0
+            case .wantRead:
+                break
+            case .failed(let error):
+                tlsFailure = error
+                return false
+            }
+        }
+        tls.drainOutput(appendingTo: &wire)
+        return true
+    }
+
+    /// Sends `buffer[index...]` until the kernel pushes back, then drops what was sent (keeping
+    /// capacity up to 1 MiB); returns the errno of a failed send.
+    private func sendQueued(_ buffer: inout [UInt8], from index: inout Int) -> Int32? {
+        while index < buffer.count {
+            let n = buffer.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + index, raw.count - index, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                index += n
+                lastProgress = loop.now
+                continue
+            }
+            let code = errno
+            if n < 0 && code == EINTR { continue }
+            if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
+            buffer.removeAll()
+            index = 0
+            return code
+        }
+        if index == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 20)
+            index = 0
+        } else if index >= 1 << 20 {
+            buffer.removeSubrange(0..<index)
+            index = 0
+        }
+        return nil
     }
 
     /// Drops consumed input so the buffer does not grow across a long keep-alive connection.
@@ -194,37 +363,23 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     package func flush() {
         guard !isClosed, !connecting else { return }
         let wasAboveLow = queuedOutputBytes >= SocketStream.lowWater
-        while outputIndex < output.count {
-            let n = output.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + outputIndex, raw.count - outputIndex, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
-                outputIndex += n
-                lastProgress = loop.now
-                continue
-            }
-            let code = errno
-            if n < 0 && code == EINTR { continue }
-            if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
-            output.removeAll()
-            outputIndex = 0
+        let failure: Int32?
+        if let tls {
+            failure = encryptOutput(tls) ? sendQueued(&wire, from: &wireIndex) : EPROTO
+        } else {
+            failure = sendQueued(&output, from: &outputIndex)
+        }
+        if let failure {
             if closeWhenFlushed {
                 close()
                 return
             }
-            delegate?.streamDidFailWrite(self, error: code)
+            delegate?.streamDidFailWrite(self, error: failure)
             return
         }
-        if outputIndex == output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 1 << 20)
-            outputIndex = 0
-            if closeWhenFlushed {
-                finishClose()
-                return
-            }
-        } else if outputIndex >= 1 << 20 {
-            output.removeSubrange(0..<outputIndex)
-            outputIndex = 0
+        if queuedOutputBytes == 0 && closeWhenFlushed {
+            finishClose()
+            return
         }
         updateInterest()
         if wasAboveLow && queuedOutputBytes < SocketStream.lowWater {
@@ -235,6 +390,11 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     /// Closes after queued output is sent (for `Connection: close` responses).
     package func closeAfterFlush() {
         closeWhenFlushed = true
+        // close_notify goes after the last data, so a client can tell our end from a cut.
+        if let tls, !handshaking, !isClosed, tlsFailure == nil, encryptOutput(tls) {
+            tls.shutdown()
+            tls.drainOutput(appendingTo: &wire)
+        }
         if queuedOutputBytes == 0 { finishClose() } else { flush() }
     }
 
@@ -287,7 +447,10 @@ package final class SocketStream: EventHandler, DeadlineTracked {
         }
         var wanted: UInt32 = 0
         if !readingPaused && !reachedEnd { wanted |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
-        if queuedOutputBytes > 0 || connecting { wanted |= EPOLLOUT.rawValue }
+        // While handshaking, queued plaintext cannot be sent yet: asking for EPOLLOUT for it
+        // would wake the loop for nothing, over and over.
+        let sendable = handshaking ? wire.count - wireIndex : queuedOutputBytes
+        if sendable > 0 || connecting { wanted |= EPOLLOUT.rawValue }
         if wanted != interest {
             interest = wanted
             loop.modify(fd: fd, events: wanted)

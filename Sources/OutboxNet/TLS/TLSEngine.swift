@@ -43,6 +43,7 @@ package final class TLSContext: @unchecked Sendable {
     package convenience init(clientVerifying verify: Bool = true, caFile: String? = nil,
                              certificate: (chainPEM: [UInt8], keyPEM: [UInt8])? = nil) throws(TLSError) {
         try self.init(method: TLS_client_method(), isServer: false, verifiesPeer: verify)
+        ctlsshim_ctx_enable_client_sessions(context)
         if let certificate { try use(chainPEM: certificate.chainPEM, keyPEM: certificate.keyPEM) }
         if verify {
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
@@ -99,6 +100,20 @@ package final class TLSContext: @unchecked Sendable {
 
     deinit {
         SSL_CTX_free(context)
+    }
+}
+
+/// A client session an origin handed out, to resume the next connection to it with a short
+/// handshake. Owns one reference to the `SSL_SESSION`; one event loop's cache owns it.
+package final class TLSSession {
+    let session: OpaquePointer
+
+    init(_ session: OpaquePointer) {
+        self.session = session
+    }
+
+    deinit {
+        SSL_SESSION_free(session)
     }
 }
 
@@ -189,8 +204,24 @@ package final class TLSEngine {
     }
 
     deinit {
+        if let parked = ctlsshim_take_new_session(ssl) { SSL_SESSION_free(parked) }
         SSL_free(ssl)  // frees both BIOs
     }
+
+    /// The newest session the server gave this client connection, taken from it (nil when
+    /// none came since the last call): what a later connection to the same origin resumes.
+    package func takeNewSession() -> TLSSession? {
+        ctlsshim_take_new_session(ssl).map(TLSSession.init)
+    }
+
+    /// Offers `session` in the handshake (call before the first `handshake`); the server may
+    /// still choose a full handshake.
+    package func resume(_ session: TLSSession) {
+        SSL_set_session(ssl, session.session)
+    }
+
+    /// Whether the completed handshake resumed a session instead of a full key exchange.
+    package var resumedSession: Bool { SSL_session_reused(ssl) == 1 }
 
     /// Ciphertext read from the peer.
     package func feed(_ bytes: [UInt8]) {
@@ -218,6 +249,18 @@ package final class TLSEngine {
             let read = BIO_read(output, buffer.baseAddress, Int32(clamping: pending))
             count = max(0, Int(read))
         }
+    }
+
+    /// Moves the ciphertext waiting for the peer to the end of `wire` (no intermediate copy).
+    package func drainOutput(appendingTo wire: inout [UInt8]) {
+        let pending = ctlsshim_bio_pending(output)
+        guard pending > 0 else { return }
+        let start = wire.count
+        wire.append(contentsOf: repeatElement(0, count: pending))
+        let read = wire.withUnsafeMutableBytes { raw in
+            BIO_read(output, raw.baseAddress! + start, Int32(clamping: pending))
+        }
+        wire.removeLast(pending - max(0, Int(read)))
     }
 
     /// True when ciphertext is waiting in `drainOutput`.

@@ -2,31 +2,88 @@ import Dispatch
 import Glibc
 import OutboxModel
 
-/// The TCP connect probe that tells the reachability tracker (in the queue layer, which knows
-/// no sockets) whether an offline origin is back.
+/// The connect probe that tells the reachability tracker (in the queue layer, which knows no
+/// sockets) whether an offline origin is back: a TCP connect, and for an `https://` origin a
+/// complete TLS handshake too, since a captive portal or a wrong certificate accepts TCP but
+/// can serve no request.
 package enum TCPProbe {
-    /// A TCP connect probe: true when `origin` accepts a connection within `timeout`. Runs the
-    /// (blocking) name lookup and connect on a Dispatch worker, never on an event loop.
-    package static func make(timeout: Double) -> @Sendable (Origin) async -> Bool {
+    /// True when `origin` accepts a connection (and a handshake) within `timeout` each. Runs the
+    /// blocking name lookup, connect and handshake on a Dispatch worker, never on an event loop
+    /// or Swift's cooperative pool. `tls` gives the context https origins are checked with.
+    package static func make(timeout: Double,
+                             tls: @escaping @Sendable () -> TLSContext?) -> @Sendable (Origin) async -> Bool {
         { origin in
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async {
-                    continuation.resume(returning: connects(origin, timeout: timeout))
+                    continuation.resume(returning: probe(origin, timeout: timeout, tls: tls))
                 }
             }
         }
     }
 
-    private static func connects(_ origin: Origin, timeout: Double) -> Bool {
+    private static func probe(_ origin: Origin, timeout: Double, tls: () -> TLSContext?) -> Bool {
         let addresses = SocketAddress.resolveNumeric(origin.host, port: origin.port).map { [$0] }
             ?? SocketAddress.resolve(host: origin.host, port: origin.port)
         guard let address = addresses.first, case .success(let fd) = Sockets.connect(to: address) else { return false }
         defer { close(fd) }
-        var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        guard poll(&poller, 1, Int32(max(1, timeout * 1000))) == 1 else { return false }
+        guard wait(fd, for: POLLOUT, until: deadline(timeout)) else { return false }
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
-        return error == 0
+        guard error == 0 else { return false }
+        guard origin.scheme == .https else { return true }
+        guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return false }
+        return handshakes(engine, fd: fd, until: deadline(timeout))
+    }
+
+    /// Drives the handshake over the (non-blocking) socket until it completes, fails or the
+    /// deadline passes.
+    private static func handshakes(_ engine: TLSEngine, fd: Int32, until end: UInt64) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let step = engine.handshake()
+            var pending = engine.drainOutput()[...]
+            while !pending.isEmpty {
+                let sent = pending.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent > 0 {
+                    pending = pending.dropFirst(sent)
+                } else if sent < 0 && (errno == EAGAIN || errno == EINTR) {
+                    guard wait(fd, for: POLLOUT, until: end) else { return false }
+                } else {
+                    return false
+                }
+            }
+            switch step {
+            case .complete: return true
+            case .failed: return false
+            case .wantRead, .wantWrite:
+                guard wait(fd, for: POLLIN, until: end) else { return false }
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count > 0 {
+                    buffer.withUnsafeBytes { engine.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                } else if count == 0 || (errno != EAGAIN && errno != EINTR) {
+                    return false
+                }
+            }
+        }
+    }
+
+    private static func deadline(_ timeout: Double) -> UInt64 {
+        Clock.monotonicNanos() + Clock.nanos(max(0.001, timeout))
+    }
+
+    /// Polls `fd` for `events` until `end` (monotonic nanoseconds); true when ready.
+    private static func wait(_ fd: Int32, for events: Int32, until end: UInt64) -> Bool {
+        while true {
+            let now = Clock.monotonicNanos()
+            // One more look at the deadline itself, so a zero remainder still polls once.
+            let remaining = end > now ? Int32(min(Int64(Int32.max), Int64((end - now) / 1_000_000) + 1)) : 0
+            var poller = pollfd(fd: fd, events: Int16(events), revents: 0)
+            let ready = poll(&poller, 1, remaining)
+            // An error or hang-up is ready too: the connect's SO_ERROR or the recv tells which.
+            if ready > 0 { return true }
+            if ready < 0 && errno == EINTR { continue }
+            return false
+        }
     }
 }

@@ -53,8 +53,7 @@ private final class ResponseCollector: UpstreamResponseHandler {
         head.headers.removeAll("Content-Length")
         head.headers.removeAll("Transfer-Encoding")
         if framing != .none { head.headers.add("Content-Length", String(body.count)) }
-        let transport: UpstreamTransport = origin.scheme == .https
-            ? proxyLoop.secureTransport.transport(for: proxyLoop.loop) : proxyLoop.pool
+        let transport = proxyLoop.pool
         let begin: () -> Void = { [self] in
             let call = transport.startCall(to: origin, head: head, bodyFraming: framing, handler: self)
             self.call = call
@@ -64,7 +63,7 @@ private final class ResponseCollector: UpstreamResponseHandler {
             }
         }
         self.begin = begin
-        if origin.scheme == .https || proxyLoop.pool.isReady(origin) {
+        if proxyLoop.pool.isReady(origin) {
             begin()
         } else {
             proxyLoop.pool.prepare(origin) { [self] result in

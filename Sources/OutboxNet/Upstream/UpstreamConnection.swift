@@ -2,9 +2,10 @@ import Glibc
 import OutboxHTTP
 import OutboxModel
 
-/// One keep-alive TCP connection to an origin, carrying one exchange at a time.
+/// One keep-alive TCP (for `https://`, TLS over TCP) connection to an origin, carrying one
+/// exchange at a time.
 ///
-/// Lifecycle: `connecting` → `active` (an exchange owns it) → `idle` (in its pool) → `active`
+/// Lifecycle: `connecting` (TCP, then the TLS handshake) → `active` (an exchange owns it) → `idle` (in its pool) → `active`
 /// … → `closed`. The connection is its own ``UpstreamCall`` while active; it never outlives
 /// its pool's loop.
 final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamCall {
@@ -27,10 +28,10 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     private var reused = false
     private var deadline: UInt64 = 0
 
-    init(origin: Origin, fd: Int32, pool: UpstreamPool) {
+    init(origin: Origin, fd: Int32, pool: UpstreamPool, tls: TLSEngine?) {
         self.origin = origin
         self.pool = pool
-        stream = SocketStream(fd: fd, loop: pool.loop, connecting: true)
+        stream = SocketStream(fd: fd, loop: pool.loop, connecting: true, tls: tls)
         parser = HTTPResponseParser(limits: HTTPParserLimits(maxHeaderBytes: pool.maxHeaderBytes))
         state = .connecting
         stream.delegate = self
@@ -98,15 +99,37 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
 
     func streamDidDrain(_ stream: SocketStream) {
         if state == .connecting {
-            state = handler == nil ? .idle : .active
-            deadline = requestComplete ? pool.loop.now + Clock.nanos(pool.timeouts.response) : 0
-            stream.flush()
+            // A TLS stream is connected once its handshake completes, not before.
+            if stream.tls == nil { connected() }
             return
         }
         handler?.upstreamReadyForBody()
     }
 
+    func streamDidConnectTransport(_ stream: SocketStream) {
+        // The handshake gets a connect timeout of its own, so a slow TCP connect and a
+        // stalled handshake are told apart.
+        deadline = pool.loop.now + Clock.nanos(pool.timeouts.connect)
+    }
+
+    func streamDidFinishHandshake(_ stream: SocketStream) {
+        keepNewSession()
+        if state == .connecting { connected() }
+    }
+
+    private func connected() {
+        state = handler == nil ? .idle : .active
+        deadline = requestComplete ? pool.loop.now + Clock.nanos(pool.timeouts.response) : 0
+        stream.flush()
+    }
+
+    /// TLS 1.3 servers send resumable sessions after the handshake, with the first records.
+    private func keepNewSession() {
+        if let tls = stream.tls, let session = tls.takeNewSession() { pool.remember(session, for: origin) }
+    }
+
     func streamDidRead(_ stream: SocketStream) {
+        if stream.tls != nil { keepNewSession() }
         guard state == .active, let handler else {
             // Bytes on an idle connection are a protocol error (or an unsolicited 408): drop it.
             if state == .idle { close() }
@@ -153,8 +176,19 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
 
     func streamDidReachEnd(_ stream: SocketStream, error: Int32?) {
         if state == .connecting {
-            let reason = String(cString: strerror(error ?? ECONNREFUSED))
-            fail(.connectFailed(reason))
+            if let failure = stream.tlsFailure {
+                fail(.tlsFailed(failure.reason))
+            } else if stream.handshaking {
+                fail(.tlsFailed(error.map { String(cString: strerror($0)) } ?? "connection closed during the handshake"))
+            } else {
+                fail(.connectFailed(String(cString: strerror(error ?? ECONNREFUSED))))
+            }
+            return
+        }
+        // TLS 1.3 lets a server refuse the client's certificate only after the client's side of
+        // the handshake is done: its alert arrives instead of the first response.
+        if state == .active, !reused, !responseBytesSeen, let failure = stream.tlsFailure {
+            fail(.tlsFailed(failure.reason))
             return
         }
         guard state == .active else {
@@ -189,7 +223,7 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     func checkDeadlines(now: UInt64) {
         guard deadline != 0, now >= deadline else { return }
         switch state {
-        case .connecting: fail(.connectFailed("connect timeout"))
+        case .connecting: fail(stream.handshaking ? .tlsFailed("handshake timeout") : .connectFailed("connect timeout"))
         case .active: fail(responseHeadSeen ? .truncated("response body timeout") : .responseTimeout)
         case .idle: close()
         case .closed: break
@@ -213,6 +247,8 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     }
 
     private func fail(_ error: UpstreamError) {
+        // A session the origin no longer accepts must not spoil the next handshake too.
+        if case .tlsFailed = error { pool.forgetSession(for: origin) }
         let handler = self.handler
         self.handler = nil
         close()

@@ -1,8 +1,7 @@
-/// What a one-shot upstream call needs from the event loop it runs on: the loop, its
-/// keep-alive pool for `http://` and its TLS transports for `https://`. The proxy's per-loop
+/// What a one-shot upstream call needs from the event loop it runs on: the loop and its
+/// keep-alive pool. The proxy's per-loop
 /// state provides it, so this layer never knows client connections.
 package protocol UpstreamLoop: AnyObject {
     var loop: EventLoop { get }
     var pool: UpstreamPool { get }
-    var secureTransport: SecureTransportFactory { get }
 }

@@ -3,8 +3,9 @@ import Glibc
 import OutboxHTTP
 import OutboxModel
 
-/// The `http://` transport of one event loop: keep-alive connections per origin, reused LIFO
-/// so the warmest connection serves next, and a small DNS cache.
+/// The upstream transport of one event loop, for `http://` and `https://` alike: keep-alive
+/// connections per origin, reused LIFO so the warmest connection serves next, a small DNS
+/// cache, and the last TLS session of each https origin, so a new connection resumes it.
 ///
 /// Each loop has its own pool, so a connection never changes threads and nothing here locks.
 /// Name lookups (blocking `getaddrinfo`) run off the loop and hop back.
@@ -13,12 +14,17 @@ package final class UpstreamPool: UpstreamTransport {
     let timeouts: UpstreamTimeouts
     let maxHeaderBytes: Int
     let maxIdlePerOrigin: Int
+    /// Verification, trust and client certificate for `https://` origins; nil: none can be reached.
+    let tlsContext: TLSContext?
+    private var sessions: [Origin: TLSSession] = [:]
     private var idle: [Origin: [UpstreamConnection]] = [:]
     private var resolved: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
     private static let dnsLifetime: UInt64 = 30_000_000_000
 
-    package init(loop: EventLoop, timeouts: UpstreamTimeouts, maxHeaderBytes: Int, maxIdlePerOrigin: Int = 256) {
+    package init(loop: EventLoop, timeouts: UpstreamTimeouts, maxHeaderBytes: Int, tlsContext: TLSContext?,
+                 maxIdlePerOrigin: Int = 256) {
         self.loop = loop
+        self.tlsContext = tlsContext
         self.timeouts = timeouts
         self.maxHeaderBytes = maxHeaderBytes
         self.maxIdlePerOrigin = maxIdlePerOrigin
@@ -97,12 +103,33 @@ package final class UpstreamPool: UpstreamTransport {
         guard let address = addresses(of: origin)?.first else {
             return .failure(.connectFailed("cannot resolve host \(origin.host)"))
         }
+        var tls: TLSEngine?
+        if origin.scheme == .https {
+            guard let tlsContext else { return .failure(.tlsFailed("no TLS settings")) }
+            do {
+                let engine = try TLSEngine(clientOf: tlsContext, host: origin.host)
+                if let session = sessions[origin] { engine.resume(session) }
+                tls = engine
+            } catch {
+                return .failure(.tlsFailed(error.reason))
+            }
+        }
         switch Sockets.connect(to: address) {
         case .success(let fd):
-            return .success(UpstreamConnection(origin: origin, fd: fd, pool: self))
+            return .success(UpstreamConnection(origin: origin, fd: fd, pool: self, tls: tls))
         case .failure(let error):
             return .failure(.connectFailed(error.description))
         }
+    }
+
+    func remember(_ session: TLSSession, for origin: Origin) {
+        // A forward proxy may meet any number of origins; a session is only a saving.
+        if sessions.count >= 1_024 && sessions[origin] == nil { sessions.removeAll() }
+        sessions[origin] = session
+    }
+
+    func forgetSession(for origin: Origin) {
+        sessions[origin] = nil
     }
 
     /// Takes back a connection whose exchange ended cleanly.

@@ -19,7 +19,7 @@ final class ProxyLoop {
         self.context = context
         self.server = server
         pool = UpstreamPool(loop: loop, timeouts: context.upstreamTimeouts,
-                            maxHeaderBytes: context.parserLimits.maxHeaderBytes)
+                            maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS)
         metrics = context.metrics.makeShard()
     }
 
@@ -57,6 +57,4 @@ final class ProxyLoop {
     }
 }
 
-extension ProxyLoop: UpstreamLoop {
-    var secureTransport: SecureTransportFactory { context.secureTransport }
-}
+extension ProxyLoop: UpstreamLoop {}

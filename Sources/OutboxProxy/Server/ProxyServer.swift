@@ -18,6 +18,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var loops: [EventLoop] = []
     private var states: [LoopBound<ProxyLoop>] = []
     private var listeners: [LoopBound<Listener>] = []
+    /// How `https://` origins are reached, built from `tls` at start; shared by every loop.
+    package private(set) var upstreamTLS: TLSContext?
     private let config: OutboxConfig
     private let logger: Logger
     private let queue: QueueGateway?
@@ -71,8 +73,16 @@ public final class ProxyServer: @unchecked Sendable {
             }
         }
         let adminAddress = sockets.first { $0.role == .admin }?.address
-        let context = ProxyContext(config: config, logger: logger, queue: queue, admin: admin, metrics: metrics,
-                                   adminListenAddress: adminAddress)
+        let upstreamTLS: TLSContext
+        do {
+            upstreamTLS = try TLSContext.upstream(config.tls)
+        } catch {
+            closeAll()
+            throw .tls(error.reason)
+        }
+        self.upstreamTLS = upstreamTLS
+        let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, queue: queue, admin: admin,
+                                   metrics: metrics, adminListenAddress: adminAddress)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {

@@ -11,12 +11,22 @@ public enum ServerStartError: Error, CustomStringConvertible, Sendable {
     case adminListen(SocketAddressSpec, SystemError)
     /// Anything else, such as creating an event loop.
     case system(SystemError)
+    /// The `tls` settings cannot be used (a certificate, key or CA file OpenSSL refuses): a
+    /// config problem, which `main` reports with exit status 2.
+    case tls(String)
+
+    /// The process exit status for this error: 2 for a config problem, 1 otherwise.
+    public var exitStatus: Int32 {
+        if case .tls = self { return 2 }
+        return 1
+    }
 
     public var description: String {
         switch self {
         case .listen(let address, let error): "cannot listen on \(address): \(error)"
         case .adminListen(let address, let error): "cannot listen on \(address) (admin.listen): \(error)"
         case .system(let error): "cannot start: \(error)"
+        case .tls(let reason): reason
         }
     }
 }

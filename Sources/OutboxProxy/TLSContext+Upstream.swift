@@ -1,0 +1,41 @@
+import Glibc
+import OutboxConfig
+import OutboxNet
+
+extension TLSContext {
+    /// The client context for `https://` origins from the `tls` settings: the system trust
+    /// store plus `caFile`, no verification with `verify: false`, and the client certificate
+    /// when one is set. The error names the key whose file OpenSSL refused.
+    package static func upstream(_ settings: OutboxConfig.TLS) throws(TLSError) -> TLSContext {
+        var certificate: (chainPEM: [UInt8], keyPEM: [UInt8])?
+        if let certificateFile = settings.clientCertificateFile, let keyFile = settings.clientKeyFile {
+            certificate = (try readPEM(certificateFile, key: "tls.clientCertificateFile"),
+                           try readPEM(keyFile, key: "tls.clientKeyFile"))
+        }
+        do {
+            return try TLSContext(clientVerifying: settings.verify, caFile: settings.caFile, certificate: certificate)
+        } catch {
+            let key = error.reason.hasPrefix("cannot load CA file") ? "tls.caFile" : "tls.clientCertificateFile"
+            throw TLSError("\(key): \(error.reason)")
+        }
+    }
+
+    /// A PEM file's bytes; PEM files are small, 1 MiB bounds a mistaken path.
+    private static func readPEM(_ path: String, key: String) throws(TLSError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw TLSError("\(key): cannot read \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while contents.count <= 1 << 20 {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { return contents }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw TLSError("\(key): cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            contents.append(contentsOf: chunk[0..<count])
+        }
+        throw TLSError("\(key): \(path) is larger than 1 MiB")
+    }
+}
