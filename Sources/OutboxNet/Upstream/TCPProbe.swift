@@ -1,3 +1,4 @@
+import CSystem
 import Dispatch
 import Glibc
 import OutboxModel
