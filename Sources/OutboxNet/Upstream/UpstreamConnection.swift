@@ -22,6 +22,8 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     private var bodyChunked = false
     private var requestComplete = false
     private var responseHeadSeen = false
+    /// The head just parsed was a 1xx: its end is not the exchange's end.
+    private var interimResponse = false
     private var responseBytesSeen = false
     private var keepAlive = true
     /// Served at least one exchange before this one: a silent close may be a stale pool entry.
@@ -51,6 +53,7 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
         requestComplete = false
         responseHeadSeen = false
         responseBytesSeen = false
+        interimResponse = false
         keepAlive = !head.headers.containsToken("close", in: "Connection")
         parser.expectResponse(toMethod: head.method)
         stream.withOutput { HTTPSerializer.writeRequestHead(head, into: &$0) }
@@ -147,7 +150,12 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
                         fail(.invalidResponse("unexpected 101 Switching Protocols"))
                         return
                     }
-                    if head.status < 200 { continue }  // interim (100, 103): the proxy answers Expect itself
+                    if head.status < 200 {
+                        // Interim (100, 103): the proxy answers Expect itself; the parser ends
+                        // the interim response, and the final one follows on the same request.
+                        interimResponse = true
+                        continue
+                    }
                     responseHeadSeen = true
                     deadline = pool.loop.now + Clock.nanos(pool.timeouts.response)
                     if framing == .untilClose || head.headers.containsToken("close", in: "Connection")
@@ -162,6 +170,10 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
                         handler.upstreamReceivedBody(UnsafeRawBufferPointer(rebasing: raw[range]))
                     }
                 case .end(let trailers):
+                    if interimResponse {
+                        interimResponse = false
+                        continue
+                    }
                     finishExchange(trailers: trailers)
                     return
                 }
