@@ -39,6 +39,9 @@ struct NameConstraintsTests {
         PlanCase(patterns: ["::1", "API.example.com", "api.example.com"], expected: NameConstraints(
             permittedDNS: ["api.example.com"], excludedDNS: [".api.example.com"],
             permittedIP: [Array(repeating: 0, count: 15) + [1] + Array(repeating: 255, count: 16)], excludedIP: [allIPv4])),
+        // A dotted-quad suffix names no host: kept as a DNS suffix, it widens nothing.
+        PlanCase(patterns: ["*.10.0.0.1"], expected: NameConstraints(
+            permittedDNS: [".10.0.0.1"], excludedIP: [allIPv4, allIPv6])),
         // `*` allows no constraint at all.
         PlanCase(patterns: ["api.example.com", "*"], expected: nil),
     ])
@@ -73,6 +76,8 @@ struct NameConstraintsTests {
         CoverCase(createdFor: ["127.0.0.1"], pattern: "localhost", covered: false),
         CoverCase(createdFor: ["::1"], pattern: "[::1]", covered: true),
         CoverCase(createdFor: ["api.example.com"], pattern: "*", covered: false),
+        CoverCase(createdFor: ["*.10.0.0.1"], pattern: "*.10.0.0.1", covered: true),
+        CoverCase(createdFor: ["*.10.0.0.1"], pattern: "10.0.0.1", covered: false),
     ])
     func aLaterPatternIsCoveredOnlyWhenEveryNameItMatchesIsPermitted(_ cover: CoverCase) throws {
         let constraints = try #require(NameConstraints(interceptPatterns: cover.createdFor))

@@ -1,3 +1,5 @@
+import OutboxModel
+
 /// The names a CA may vouch for: an X.509 nameConstraints extension (RFC 5280 §4.2.1.10)
 /// as plain values, with the matching rules OpenSSL applies, so Outbox can say before any
 /// handshake whether a CA it holds can serve a host pattern.
@@ -40,7 +42,7 @@ package struct NameConstraints: Equatable, Sendable {
         for pattern in patterns {
             let lowered = pattern.lowercased()
             if lowered.hasPrefix("*.") {
-                guard case .dns(let suffix)? = CertificateName(lowered.dropFirst(2)) else { return nil }
+                guard let suffix = Self.wildcardSuffix(lowered) else { return nil }
                 suffixes.append(suffix)
             } else {
                 switch CertificateName(lowered) {
@@ -85,9 +87,18 @@ package struct NameConstraints: Equatable, Sendable {
             guard let name = CertificateName(lowered) else { return false }
             return permits(name)
         }
-        guard case .dns(let suffix)? = CertificateName(lowered.dropFirst(2)) else { return false }
+        guard let suffix = Self.wildcardSuffix(lowered) else { return false }
         return (permittedDNS.isEmpty || permittedDNS.contains { Self.dns($0, coversEveryNameBelow: suffix) })
             && !excludedDNS.contains { $0.isEmpty || Self.dns($0, coversEveryNameBelow: suffix) || Self.isBelow($0, suffix) }
+    }
+
+    /// The `suffix` of a lowercased `*.suffix`, as the config accepts it (`HostSyntax`), one
+    /// trailing dot dropped. A dotted-quad suffix (`*.10.0.0.1`) is kept as a DNS suffix: it
+    /// matches no host name, which is what the pattern matches, so it can never widen a CA.
+    static func wildcardSuffix(_ pattern: String) -> String? {
+        var suffix = String(pattern.dropFirst(2))
+        if suffix.hasSuffix(".") { suffix.removeLast() }
+        return HostSyntax.isNameOrIPv4(suffix) ? suffix : nil
     }
 
     /// OpenSSL's `nc_dns`: the base is a suffix of the name on a label boundary (or starts
