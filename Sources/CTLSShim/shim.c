@@ -110,6 +110,11 @@ void ctlsshim_ctx_enable_client_sessions(SSL_CTX *ctx) {
 SSL_SESSION *ctlsshim_take_new_session(SSL *ssl) {
     if (session_slot < 0) return NULL;
     SSL_SESSION *session = SSL_get_ex_data(ssl, session_slot);
-    if (session != NULL) SSL_set_ex_data(ssl, session_slot, NULL);
-    return session;
+    if (session == NULL) return NULL;
+    SSL_set_ex_data(ssl, session_slot, NULL);
+    // The parked session is still the connection's own: freeing a connection that did not send
+    // close_notify marks it not resumable (OpenSSL's ssl_clear_bad_session). A copy keeps it.
+    SSL_SESSION *copy = SSL_SESSION_dup(session);
+    SSL_SESSION_free(session);
+    return copy;
 }

@@ -172,6 +172,25 @@ struct TLSEngineTests {
         #expect(TLSPair.readAll(link.server).end == .closed)
     }
 
+    @Test("a session the server handed out resumes the next connection, for a name and an IP", arguments: ["localhost", "127.0.0.1"])
+    func sessionResumption(host: String) throws {
+        let certificates = try TLSTestCertificates.shared.get()
+        let first = try pair(\.trustingClient, host: host)
+        try #require(first.handshake().client == .complete)
+        // TLS 1.3 tickets follow the handshake: the client meets them when it reads.
+        #expect(first.server.write(Array("hello".utf8)) == .written)
+        first.pump()
+        #expect(TLSPair.readAll(first.client).bytes == Array("hello".utf8))
+        let session = try #require(first.client.takeNewSession(), "no session arrived")
+        #expect(!first.client.resumedSession)
+
+        let second = TLSPair(client: try TLSEngine(clientOf: certificates.trustingClient, host: host),
+                             server: try TLSEngine(serverOf: certificates.server))
+        second.client.resume(session)
+        try #require(second.handshake().client == .complete)
+        #expect(second.client.resumedSession)
+    }
+
     @Test("a certificate for another host name fails verification, naming why")
     func wrongHostName() throws {
         let result = try pair(\.trustingClient, host: "api.example.com").handshake()

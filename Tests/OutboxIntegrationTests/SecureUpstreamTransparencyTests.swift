@@ -188,6 +188,25 @@ struct SecureUpstreamConnectionTests {
         #expect(origin.backend.requests.map(\.target) == ["/ka/0", "/ka/1", "/ka/2", "/ka/after-pause"])
     }
 
+    /// A new connection to an origin resumes the session of the one before (TLS 1.3 tickets
+    /// arrive after the handshake, with the first response): the origin closes after every
+    /// answer, so each request needs a new connection, all from the one client connection's
+    /// loop, whose pool keeps the session.
+    @Test func aNewConnectionResumesTheOriginsLastSession() async throws {
+        let origin = try await ProxiedOrigin.start { request in
+            .respond(.text("fresh \(request.target)", headers: [HeaderField("Connection", "close")]))
+        }
+        let front = try #require(origin.front)
+        let client = try origin.outbox.connect()
+        for index in 0..<3 {
+            try client.send("GET /resume/\(index) HTTP/1.1\r\nHost: h\r\n\r\n")
+            let response = try client.readResponse(timeout: .seconds(20))
+            try #require(response.status == 200, "request \(index): \(response)\n\(origin.diagnostics)")
+        }
+        let handshakes = try await front.waitForConnections(3)
+        #expect(handshakes.map(\.resumed) == [false, true, true], "\(front)")
+    }
+
     /// Client connections taken in turn reuse the pooled TLS connections. The pool is per
     /// event loop (one loop per core, client connections dealt round-robin), so twice as many
     /// client connections as loops open at most one TLS connection per loop.

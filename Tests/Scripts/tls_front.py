@@ -7,7 +7,9 @@ the front runs):
 
     listening PORT                        once it accepts connections
     accepted N                            per TCP connection (N counts from 1)
-    connection N alpn=PROTO sni=NAME      per completed handshake (`-` for none)
+    connection N alpn=PROTO sni=NAME resumed=yes|no
+                                          per completed handshake (`-` for none; resumed: the
+                                          client resumed an earlier session)
     handshake-failed N REASON             per failed handshake (OpenSSL's reason, or eof/timeout)
     certificate PATH                      after SIGUSR1 switched to the next --cert/--key pair
                                           and closed the established connections
@@ -154,7 +156,8 @@ class Front:
             (tls or raw).close()
             return
         sni = getattr(tls, "outbox_sni", None)
-        announce("connection %d alpn=%s sni=%s" % (number, tls.selected_alpn_protocol() or "-", sni or "-"))
+        announce("connection %d alpn=%s sni=%s resumed=%s" % (number, tls.selected_alpn_protocol() or "-", sni or "-",
+                                                               "yes" if tls.session_reused else "no"))
         try:
             backend = socket.create_connection(self.backend, timeout=10)
         except OSError as error:

@@ -71,6 +71,8 @@ final class TLSFront: Sendable, CustomStringConvertible {
         let alpn: String?
         /// The SNI host name the client sent, nil when it sent none.
         let serverName: String?
+        /// The client resumed a session of an earlier connection (a short handshake).
+        let resumed: Bool
     }
 
     let child: ChildProcess
@@ -184,7 +186,7 @@ final class TLSFront: Sendable, CustomStringConvertible {
         completeLines(observed.stdoutText).filter { $0.hasPrefix(prefix) }.map { $0.dropFirst(prefix.count) }
     }
 
-    /// `connection N alpn=PROTO sni=NAME`, `-` meaning none.
+    /// `connection N alpn=PROTO sni=NAME resumed=yes|no`, `-` meaning none.
     private static func handshakes(in observed: ChildProcess.Observed) -> [Handshake] {
         lines(in: observed, "connection ").map { rest in
             let words = rest.split(separator: " ")
@@ -193,7 +195,8 @@ final class TLSFront: Sendable, CustomStringConvertible {
                 let value = String(word.dropFirst(key.count + 1))
                 return value == "-" ? nil : value
             }
-            return Handshake(number: words.first.flatMap { Int($0) } ?? 0, alpn: value("alpn"), serverName: value("sni"))
+            return Handshake(number: words.first.flatMap { Int($0) } ?? 0, alpn: value("alpn"), serverName: value("sni"),
+                             resumed: value("resumed") == "yes")
         }
     }
 
