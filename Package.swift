@@ -23,7 +23,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "CTLSShim"),
         .target(name: "OutboxHTTP", swiftSettings: releaseSettings),
-        .target(name: "OutboxModel", dependencies: ["OutboxHTTP"], swiftSettings: releaseSettings),
+        .target(name: "OutboxModel", dependencies: ["OutboxHTTP", "COpenSSL"], swiftSettings: releaseSettings),
         .target(name: "OutboxTelemetry", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),
         .target(name: "OutboxConfig", dependencies: ["OutboxModel", "OutboxTelemetry"], swiftSettings: releaseSettings),
         .target(name: "OutboxStorage", dependencies: ["OutboxModel", "OutboxTelemetry", "OutboxHTTP", "CSystem"],

@@ -15,6 +15,9 @@ package struct AdminAPI: Sendable {
     let metrics: Metrics
     /// `admin.pathPrefix`, for the links of the dashboard page.
     package let prefix: String
+    /// Members that `/status` ends with, fixed at start by the layers that know them
+    /// (`tlsVerify`, `interception`).
+    let statusSettings: [(key: String, value: JSON)]
     /// The dashboard with `prefix` filled in: the prefix never changes while the process runs,
     /// so the page is built once here rather than on every request.
     let dashboardPage: String
@@ -22,8 +25,9 @@ package struct AdminAPI: Sendable {
     package typealias Response = AdminResponse
 
     package init(queue: AdminQueueSource, redactHeaders: Set<String>, version: String, startedAt: Int64, metrics: Metrics,
-                 prefix: String) {
+                 prefix: String, statusSettings: [(key: String, value: JSON)] = []) {
         self.queue = queue
+        self.statusSettings = statusSettings
         self.redactHeaders = redactHeaders
         self.version = version
         self.startedAt = startedAt
@@ -163,7 +167,7 @@ package struct AdminAPI: Sendable {
             ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
             ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
             ("version", .string(version)),
-        ])
+        ] + statusSettings)
     }
 
     private func countMembers() -> [(String, JSON)] {

@@ -1,4 +1,4 @@
-/// The flags of `serve` and `check-config`, as typed: values are checked later by
+/// The flags of `serve`, `check-config` and `ca`, as typed: values are checked later by
 /// `ConfigLoader.load`, which names the flag in its error. nil means "flag not given".
 public struct CommandLineOptions: Sendable, Equatable {
     /// `--config FILE`; beats `OUTBOX_CONFIG`.

@@ -16,7 +16,7 @@ public enum CommandLineParser {
     }
 
     /// `args` excludes argv[0]. Accepts `--flag value` and `--flag=value`; `serve` is optional;
-    /// `-h`/`--help`, `--version`. Unknown flag/command, missing value → UsageError.
+    /// `-h`/`--help`, `--version`; `ca` takes `--force`. Unknown flag/command, missing value → UsageError.
     ///
     /// The command word may stand anywhere, once. `--help` anywhere wins over everything else,
     /// then `--version`, so `outbox --bogus --help` still shows help. A value that starts with
@@ -28,6 +28,7 @@ public enum CommandLineParser {
         var command: String?
         var wantsHelp = false
         var wantsVersion = false
+        var wantsForce = false
         var firstError: UsageError?
         var index = 0
         func record(_ message: String) {
@@ -39,10 +40,10 @@ public enum CommandLineParser {
             guard argument.hasPrefix("-") else {
                 if command != nil {
                     record("unexpected argument \(quoted(argument))")
-                } else if argument == "serve" || argument == "check-config" {
+                } else if argument == "serve" || argument == "check-config" || argument == "ca" {
                     command = argument
                 } else {
-                    record("unknown command \(quoted(argument)); commands are serve and check-config")
+                    record("unknown command \(quoted(argument)); commands are serve, check-config and ca")
                 }
                 continue
             }
@@ -55,11 +56,13 @@ public enum CommandLineParser {
                 name = argument
             }
             switch name {
-            case "-h", "--help", "--version":
+            case "-h", "--help", "--version", "--force":
                 if inlineValue != nil {
                     record("\(name) takes no value")
                 } else if name == "--version" {
                     wantsVersion = true
+                } else if name == "--force" {
+                    wantsForce = true
                 } else {
                     wantsHelp = true
                 }
@@ -83,7 +86,13 @@ public enum CommandLineParser {
         if wantsHelp { return .help }
         if wantsVersion { return .version }
         if let firstError { throw firstError }
-        return command == "check-config" ? .checkConfig(options) : .serve(options)
+        // Checked once the command word is known: it may come after the flag.
+        if wantsForce && command != "ca" { throw UsageError("--force: only outbox ca takes it") }
+        switch command {
+        case "check-config": return .checkConfig(options)
+        case "ca": return .ca(options, force: wantsForce)
+        default: return .serve(options)
+        }
     }
 
     /// Arguments are quoted in messages so that empty or space-laden ones stay visible.

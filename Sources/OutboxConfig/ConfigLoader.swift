@@ -12,7 +12,8 @@ public enum ConfigLoader {
     /// defaults; then applies flags (--listen, --upstream, --data-dir, --log-level; each validated
     /// with an error naming the flag: `--listen: expected HOST:PORT, got "x"`), then
     /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token; last, `admin.listen` must not be the
-    /// `listen` address (port 0 excepted: each picks its own port). A missing/unreadable file or invalid
+    /// `listen` address (port 0 excepted: each picks its own port), and every file a `tls` key names
+    /// must be readable (`checkReadable`). A missing/unreadable file or invalid
     /// JSON is a ConfigError naming the file (and line/column if you can get it cheaply).
     ///
     /// Errors from the file read `FILE: …` (`cfg.json: queue.maxBodyBytes: expected integer`,
@@ -67,26 +68,44 @@ public enum ConfigLoader {
            admin.host.lowercased() == config.listen.host.lowercased() {
             throw ConfigError("admin.listen: expected an address other than listen, got \(JSON.quoted(admin.description))")
         }
+        try checkReadable(config.tls)
         return config
+    }
+
+    /// Every file the `tls` keys name must be readable now, not at the first handshake that
+    /// needs it: `tls.caFile: cannot read /x: No such file or directory`.
+    static func checkReadable(_ tls: OutboxConfig.TLS) throws(ConfigError) {
+        let files = [
+            ("tls.caFile", tls.caFile), ("tls.clientCertificateFile", tls.clientCertificateFile),
+            ("tls.clientKeyFile", tls.clientKeyFile), ("tls.intercept.caCertificateFile", tls.intercept.caCertificateFile),
+            ("tls.intercept.caKeyFile", tls.intercept.caKeyFile),
+        ]
+        for case let (key, path?) in files {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            var code = fd < 0 ? errno : 0
+            if fd >= 0 {
+                // Opening a directory succeeds; reading it is what fails (EISDIR).
+                var byte: UInt8 = 0
+                while read(fd, &byte, 1) < 0 {
+                    guard errno == EINTR else {
+                        code = errno
+                        break
+                    }
+                }
+                close(fd)
+            }
+            if code != 0 { throw ConfigError("\(key): cannot read \(path): \(String(cString: strerror(code)))") }
+        }
     }
 
     /// The whole file, read with plain syscalls so the error carries the OS reason.
     static func readFile(_ path: String) throws(ConfigError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw fileError(path, errno) }
-        defer { close(fd) }
-        var contents: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count == 0 { return contents }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw fileError(path, errno)
-            }
-            contents.append(contentsOf: chunk[0..<count])
-            guard contents.count <= maxFileBytes else {
-                throw ConfigError("\(path): config file larger than \(maxFileBytes) bytes")
+        do {
+            return try SmallFile.read(path, atMost: maxFileBytes)
+        } catch {
+            switch error {
+            case .system(let code): throw fileError(path, code)
+            case .tooLarge: throw ConfigError("\(path): config file larger than \(maxFileBytes) bytes")
             }
         }
     }

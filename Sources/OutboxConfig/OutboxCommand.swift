@@ -4,6 +4,9 @@ public enum OutboxCommand: Sendable, Equatable {
     case serve(CommandLineOptions)
     /// Validate the config and print it (`outbox check-config …`): exit 0 valid, 2 invalid.
     case checkConfig(CommandLineOptions)
+    /// Print the interception CA certificate (PEM) to stdout, creating it first when needed
+    /// (`outbox ca …`); with `force` (`--force`), replace it with a new one.
+    case ca(CommandLineOptions, force: Bool)
     /// Print `CommandLineParser.helpText` to stdout, exit 0.
     case help
     /// Print `Outbox.version` to stdout, exit 0.

@@ -1,3 +1,5 @@
+import OutboxModel
+
 /// Host and port to listen on or connect to. Parses "127.0.0.1:8080", "[::1]:8080", "localhost:0".
 ///
 /// `host` is stored without brackets (`::1`), ready for `getaddrinfo`; `description` puts them

@@ -1,3 +1,5 @@
+import OutboxModel
+
 /// An upstream origin URL: scheme http|https, host, port (default 80/443), base path ("" or
 /// "/prefix", no trailing slash, no query/fragment).
 ///

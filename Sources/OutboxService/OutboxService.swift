@@ -26,11 +26,18 @@ public final class OutboxService: Sendable {
     private let probeClient = ClientSlot()
     private let maintenance = Mutex<Task<Void, Never>?>(nil)
     private let metrics = Metrics()
+    /// The CA that signs intercepted hosts' certificates; nil when no host is intercepted.
+    private let interceptionCA: InterceptionCA?
 
-    /// Opens the queue (recovering its log). A storage failure is a one-line error.
-    public init(config: OutboxConfig, logger: Logger) throws(StorageError) {
+    /// With hosts to intercept, loads or creates the interception CA (refusing one that does
+    /// not cover them all); then opens the queue (recovering its log). Either failure is a
+    /// one-line error with its exit status.
+    public init(config: OutboxConfig, logger: Logger) throws(ServiceSetupError) {
         self.config = config
         self.logger = logger
+        // At start, so that a CA that cannot serve the config stops Outbox before it listens,
+        // and its fingerprint is ready for `/admin/status`.
+        interceptionCA = config.tls.intercept.hosts.isEmpty ? nil : try Self.interceptionCA(config: config)
         let probeClient = self.probeClient
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
@@ -47,11 +54,16 @@ public final class OutboxService: Sendable {
             if case .success(let response) = result { return response.head.status < 500 }
             return false
         })
-        queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics)
+        do {
+            queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics)
+        } catch {
+            throw ServiceSetupError("cannot open the queue in \(config.dataDirectory): \(error)", exitCode: 1)
+        }
         if let upstream = config.upstream { reachability.register(upstream.origin) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
-                             prefix: config.admin.pathPrefix)
+                             prefix: config.admin.pathPrefix,
+                             statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA))
         server = ProxyServer(config: config, logger: logger, queue: queue,
                              admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics)
     }
@@ -60,6 +72,13 @@ public final class OutboxService: Sendable {
     /// addresses of `listen` and, when set, `admin.listen`.
     public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
         let addresses = try server.start()
+        if !config.tls.verify {
+            logger.warn("tls_verify_disabled", ["note": "certificates of https origins are not checked"])
+        }
+        if let interceptionCA {
+            logger.info("interception_ca", ["certificate": interceptionCA.certificateFile, "sha256": interceptionCA.sha256Fingerprint,
+                                            "hosts": config.tls.intercept.hosts.joined(separator: ",")])
+        }
         let client = server.upstreamClient
         probeClient.client.withLock { $0 = client }
         probeClient.tls.withLock { $0 = server.upstreamTLS }

@@ -29,6 +29,18 @@ case .checkConfig(let options):
     } catch {
         fail(error.message, code: 2)
     }
+case .ca(let options, let force):
+    let config: OutboxConfig
+    do {
+        config = try ConfigLoader.load(options, environment: environment)
+    } catch {
+        fail(error.message, code: 2)
+    }
+    do {
+        FileHandle.standardOutput.write(Data(try OutboxService.interceptionCertificatePEM(config: config, replacing: force)))
+    } catch {
+        fail(error.message, code: error.exitCode)
+    }
 case .serve(let options):
     // Before any thread exists (URLSession and the loops start threads), so all inherit the mask.
     OutboxService.blockTerminationSignals()
@@ -44,7 +56,7 @@ case .serve(let options):
     do {
         service = try OutboxService(config: config, logger: logger)
     } catch {
-        fail("cannot open the queue in \(config.dataDirectory): \(error)", code: 1)
+        fail(error.message, code: error.exitCode)
     }
     let addresses: (main: SocketAddressSpec, admin: SocketAddressSpec?)
     do {

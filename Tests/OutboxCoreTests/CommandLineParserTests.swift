@@ -14,6 +14,10 @@ struct CommandLineParserTests {
         (["check-config", "--config", "c.json"], .checkConfig(CommandLineOptions(configPath: "c.json"))),
         (["--config=c.json", "check-config"], .checkConfig(CommandLineOptions(configPath: "c.json"))),
         (["check-config"], .checkConfig(CommandLineOptions())),
+        (["ca"], .ca(CommandLineOptions(), force: false)),
+        (["ca", "--config", "c.json", "--data-dir=/d"], .ca(CommandLineOptions(configPath: "c.json", dataDirectory: "/d"), force: false)),
+        (["--force", "ca"], .ca(CommandLineOptions(), force: true)),
+        (["ca", "--help"], .help),
         (["--data-dir=-odd-name"], .serve(CommandLineOptions(dataDirectory: "-odd-name"))),
         (["--upstream=http://h/?a=b"], .serve(CommandLineOptions(upstream: "http://h/?a=b"))),
         (["--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"], .serve(CommandLineOptions(listen: "127.0.0.1:2"))),
@@ -34,7 +38,11 @@ struct CommandLineParserTests {
         (["--bogus=1"], "unknown flag --bogus"),
         (["-x"], "unknown flag -x"),
         (["--"], "unknown flag --"),
-        (["start"], #"unknown command "start"; commands are serve and check-config"#),
+        (["start"], #"unknown command "start"; commands are serve, check-config and ca"#),
+        (["--force"], "--force: only outbox ca takes it"),
+        (["check-config", "--force"], "--force: only outbox ca takes it"),
+        (["ca", "--force=yes"], "--force takes no value"),
+        (["ca", "serve"], #"unexpected argument "serve""#),
         (["serve", "check-config"], #"unexpected argument "check-config""#),
         (["serve", "extra"], #"unexpected argument "extra""#),
         (["--listen"], "--listen: missing value"),
@@ -51,7 +59,7 @@ struct CommandLineParserTests {
 
     @Test("the help text names every command, flag, environment variable and exit status")
     func helpTextIsComplete() {
-        for word in ["serve", "check-config", "--config", "--listen", "--upstream", "--data-dir",
+        for word in ["serve", "check-config", "ca", "--force", "--config", "--listen", "--upstream", "--data-dir",
                      "--log-level", "--help", "--version", "OUTBOX_CONFIG", "OUTBOX_ADMIN_TOKEN",
                      "0  ", "1  ", "2  "] {
             #expect(CommandLineParser.helpText.contains(word), "help text lacks \(word)")

@@ -130,6 +130,35 @@ struct ConfigLoaderTests {
         #expect(try ConfigLoader.load(CommandLineOptions(configPath: bothFree), environment: [:]).admin.listen?.port == 0)
     }
 
+    @Test("every file a tls key names must be readable: an error names the key, the file and the reason",
+          arguments: ["caFile", "clientCertificateFile", "clientKeyFile", "intercept.caCertificateFile", "intercept.caKeyFile"])
+    func unreadableTLSFileNamesItsKey(key: String) throws {
+        let files = try ConfigFiles()
+        let readable = try files.write("readable.pem", "-----BEGIN CERTIFICATE-----\n")
+        let missing = files.directory.appendingPathComponent("missing.pem").path
+        // Paired keys need their partner; the partner is readable, so only `key` can fail.
+        func config(_ path: String) throws -> String {
+            let parts = key.split(separator: ".").map(String.init)
+            var tls: [String: Any] = [:]
+            if parts.count == 2 {
+                let partner = parts[1] == "caKeyFile" ? "caCertificateFile" : "caKeyFile"
+                tls["intercept"] = [parts[1]: path, partner: readable]
+            } else {
+                tls[key] = path
+                if key != "caFile" { tls[key == "clientKeyFile" ? "clientCertificateFile" : "clientKeyFile"] = readable }
+            }
+            let data = try JSONSerialization.data(withJSONObject: ["tls": tls])
+            return String(decoding: data, as: UTF8.self)
+        }
+        let good = try files.write("good.json", try config(readable))
+        #expect(loadError(CommandLineOptions(configPath: good)) == nil)
+        let bad = try files.write("bad.json", try config(missing))
+        #expect(loadError(CommandLineOptions(configPath: bad)) == "tls.\(key): cannot read \(missing): No such file or directory")
+        let directory = try files.write("directory.json", try config(files.directory.path))
+        #expect(loadError(CommandLineOptions(configPath: directory))
+                == "tls.\(key): cannot read \(files.directory.path): Is a directory")
+    }
+
     @Test("a file errors before any flag is looked at, so the file's problem is reported first")
     func fileErrorBeforeFlagError() throws {
         let files = try ConfigFiles()

@@ -5,6 +5,7 @@
 // OpenSSL call it wraps returns: 1 for success unless said otherwise.
 #include <openssl/ssl.h>
 #include <stddef.h>
+#include "CTLSCertificates.h"
 
 // TLS 1.2 minimum, renegotiation refused, SSL_write may be retried with a moved buffer.
 int ctlsshim_ctx_configure(SSL_CTX *ctx);

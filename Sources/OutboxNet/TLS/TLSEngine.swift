@@ -89,7 +89,7 @@ package final class TLSContext: @unchecked Sendable {
         guard loaded == 1 else { throw TLSError("cannot use the certificate and key: \(TLSError.fromErrorQueue("unreadable").reason)") }
     }
 
-    private init(method: OpaquePointer?, isServer: Bool, verifiesPeer: Bool) throws(TLSError) {
+    init(method: OpaquePointer?, isServer: Bool, verifiesPeer: Bool) throws(TLSError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(method) else { throw TLSError.fromErrorQueue("cannot create a TLS context") }
         self.context = context

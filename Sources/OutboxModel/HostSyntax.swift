@@ -1,12 +1,13 @@
 import Glibc
 
 /// Syntax checks for the host part of addresses and URLs, shared by `SocketAddressSpec`,
-/// `UpstreamURL` and `forwardProxy.allowedHosts`, so all three accept exactly the same hosts.
-enum HostSyntax {
+/// `UpstreamURL`, `forwardProxy.allowedHosts` and the names interception certificates are
+/// minted for, so all of them accept exactly the same hosts.
+package enum HostSyntax {
     /// A DNS name (labels of letters, digits, `-` and `_`, at most 63 bytes each, 253 in all)
     /// or a dotted-quad IPv4 address. Names whose last label is numeric must be a valid IPv4
     /// address: resolvers would otherwise read "10.1" or "999.1.1.1" in surprising ways.
-    static func isNameOrIPv4(_ text: some StringProtocol) -> Bool {
+    package static func isNameOrIPv4(_ text: some StringProtocol) -> Bool {
         let bytes = Array(text.utf8)
         guard !bytes.isEmpty, bytes.count <= 253 else { return false }
         let labels = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
@@ -20,19 +21,19 @@ enum HostSyntax {
     }
 
     /// A dotted-quad IPv4 address, as `inet_pton` reads it (no octal, no short forms).
-    static func isIPv4(_ text: some StringProtocol) -> Bool {
+    package static func isIPv4(_ text: some StringProtocol) -> Bool {
         var address = in_addr()
         return inet_pton(AF_INET, String(text), &address) == 1
     }
 
     /// An IPv6 address without brackets, as `inet_pton` reads it (zone ids are not accepted).
-    static func isIPv6(_ text: some StringProtocol) -> Bool {
+    package static func isIPv6(_ text: some StringProtocol) -> Bool {
         var address = in6_addr()
         return inet_pton(AF_INET6, String(text), &address) == 1
     }
 
     /// Parses decimal port digits: 1 to 5 ASCII digits whose value is in `range`.
-    static func port(_ text: some StringProtocol, in range: ClosedRange<Int>) -> Int? {
+    package static func port(_ text: some StringProtocol, in range: ClosedRange<Int>) -> Int? {
         let bytes = Array(text.utf8)
         guard (1...5).contains(bytes.count), bytes.allSatisfy(isDigit) else { return nil }
         let value = bytes.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
@@ -41,7 +42,7 @@ enum HostSyntax {
 
     /// Splits `host:port` or `[v6]:port` (port optional when `portRequired` is false) into an
     /// unbracketed host and the port text; nil when the shape or the host is invalid.
-    static func splitHostPort(_ text: Substring, portRequired: Bool) -> (host: String, port: Substring?)? {
+    package static func splitHostPort(_ text: Substring, portRequired: Bool) -> (host: String, port: Substring?)? {
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else { return nil }
             let host = text[text.index(after: text.startIndex)..<close]
@@ -62,7 +63,7 @@ enum HostSyntax {
     }
 
     /// The host as it is written inside a URL authority or `host:port`: IPv6 gets brackets.
-    static func bracketed(_ host: String) -> String {
+    package static func bracketed(_ host: String) -> String {
         host.contains(":") ? "[\(host)]" : host
     }
 
