@@ -17,7 +17,10 @@ extension ProxyContext {
     /// target is served by the API only while the API has no listener of its own (and a queue
     /// runs); otherwise it goes upstream, so an upstream's own `/admin` stays reachable. The
     /// admin listener serves nothing but the API.
-    func adminRoute(for target: String, on listener: ListenerRole) -> AdminRoute {
+    /// `intercepted`: the request came through an intercepted tunnel, where every path is the
+    /// origin's (its own `/admin` included), never ours.
+    func adminRoute(for target: String, on listener: ListenerRole, intercepted: Bool = false) -> AdminRoute {
+        if intercepted { return .proxy }
         let subpath = admin?.subpath(of: target)
         switch listener {
         case .main:

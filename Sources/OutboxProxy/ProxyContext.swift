@@ -19,6 +19,10 @@ final class ProxyContext: Sendable {
     let logger: Logger
     /// How `https://` origins are verified (and the client certificate shown to them).
     let upstreamTLS: TLSContext?
+    /// `tls.intercept.hosts`, and the issuer of the certificates shown to their clients (nil
+    /// when nothing is intercepted).
+    let interceptHosts: OutboxConfig.HostPatterns
+    let leafIssuer: LeafCertificateIssuer?
     let idempotencyHeader: String
     /// The durable queue; nil runs Outbox as a plain proxy.
     let queue: QueueGateway?
@@ -35,13 +39,19 @@ final class ProxyContext: Sendable {
     /// listener, or an absolute URL when the admin API has its own listener (where a path on
     /// the main listener would reach the upstream instead).
     let operationLocationBase: String
+    /// The same as an absolute `http://` URL, for a `202` inside an intercepted tunnel, where a
+    /// path would resolve against the origin.
+    let absoluteOperationLocationBase: String
     let metrics: Metrics
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
-    init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, queue: QueueGateway? = nil,
-         admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), adminListenAddress: SocketAddressSpec? = nil) {
+    init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, leafIssuer: LeafCertificateIssuer? = nil,
+         queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(),
+         adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil) {
         self.upstreamTLS = upstreamTLS
+        self.leafIssuer = leafIssuer
+        interceptHosts = OutboxConfig.HostPatterns(config.tls.intercept.hosts)
         self.queue = queue
         self.admin = admin
         self.metrics = metrics
@@ -51,6 +61,8 @@ final class ProxyContext: Sendable {
         adminPrefix = config.admin.pathPrefix
         adminHasOwnListener = config.admin.listen != nil
         operationLocationBase = (adminListenAddress.map { "http://\($0)" } ?? "") + config.admin.pathPrefix + "/operations/"
+        absoluteOperationLocationBase = "http://\(adminListenAddress ?? mainListenAddress ?? config.listen)"
+            + config.admin.pathPrefix + "/operations/"
         upstream = config.upstream
         forwardProxy = config.forwardProxy
         parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,
@@ -64,6 +76,11 @@ final class ProxyContext: Sendable {
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
         idempotencyHeader = config.idempotency.header
+    }
+
+    /// Whether a `CONNECT` to `host` is terminated here instead of tunnelled.
+    func intercepts(_ host: String) -> Bool {
+        leafIssuer != nil && interceptHosts.matches(host)
     }
 
     /// The smallest timeout, so the loop sweeps often enough to honour it within a quarter.

@@ -7,6 +7,8 @@ enum ProxyError: Error, Equatable {
     case malformed(HTTPParseError)
     case badRequest(String)
     case forbidden(String)
+    /// A request inside an intercepted tunnel for another authority than the tunnel's.
+    case misdirected(String)
     case noUpstream
     case expectationFailed(String)
     case requestTimeout
@@ -24,6 +26,7 @@ enum ProxyError: Error, Equatable {
         case .malformed(let error): error.status
         case .badRequest: 400
         case .forbidden: 403
+        case .misdirected: 421
         case .noUpstream: 502
         case .expectationFailed: 417
         case .requestTimeout: 408
@@ -48,6 +51,7 @@ enum ProxyError: Error, Equatable {
         case 400: "bad_request"
         case 403: "forbidden"
         case 408: "request_timeout"
+        case 421: "misdirected_request"
         case 413: "payload_too_large"
         case 417: "expectation_failed"
         case 431: "header_too_large"
@@ -66,7 +70,8 @@ enum ProxyError: Error, Equatable {
     var message: String {
         switch self {
         case .malformed(let error): error.message
-        case .badRequest(let text), .forbidden(let text), .expectationFailed(let text), .unavailable(let text): text
+        case .badRequest(let text), .forbidden(let text), .misdirected(let text), .expectationFailed(let text),
+             .unavailable(let text): text
         case .noUpstream: "no upstream is configured for origin-form requests: set \"upstream\" or send an absolute URL"
         case .requestTimeout: "request header not received within limits.headerTimeoutSeconds"
         case .upstream(let error):

@@ -74,7 +74,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
             machine.headParsed(expectsContinue: true)
         }
-        switch client.context.adminRoute(for: head.target, on: client.listener) {
+        switch client.context.adminRoute(for: head.target, on: client.listener,
+                                         intercepted: client.interceptedOrigin != nil) {
         case .admin(let path):
             if let refusal = client.context.admin?.refusal(for: head, peerIsLoopback: client.peerIsLoopback) {
                 answerAdmin(refusal, pretty: AdminRequest.rendersPretty(head, query: AdminRequest.split(path).1))
@@ -91,9 +92,12 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .proxy:
             break
         }
-        switch ProxyRules.route(head, upstream: client.context.upstream, forwardProxy: client.context.forwardProxy) {
+        switch ProxyRules.route(head, upstream: client.context.upstream, forwardProxy: client.context.forwardProxy,
+                                intercepted: client.interceptedOrigin) {
         case .failure(let error):
             fail(error)
+        case .success(.tunnel(let host, let port)) where client.context.intercepts(host):
+            acceptInterceptedTunnel(to: Origin(scheme: .https, host: host, port: port))
         case .success(.tunnel(let host, let port)):
             machine.end()
             client.startTunnel(host: host, port: port)
@@ -339,7 +343,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .replay(let stored, let id):
             answer(QueueAnswer.replayed(stored, operation: id))
         case .accept(let info):
-            answer(QueueAnswer.accepted(info, locationBase: client.context.operationLocationBase,
+            answer(QueueAnswer.accepted(info, locationBase: client.interceptedOrigin == nil
+                                            ? client.context.operationLocationBase : client.context.absoluteOperationLocationBase,
                                         idempotencyHeader: client.context.idempotencyHeader))
         case .reject(let refusal):
             fail(refusal.error(idempotencyHeader: client.context.idempotencyHeader, origin: origin,
@@ -405,11 +410,13 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard upstreamHead == nil, let origin else { return }
         guard machine.queueable else {
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
-                                                          clientAddress: client.peerText, bodyFraming: requestFraming)
+                                                          clientAddress: client.peerText, bodyFraming: requestFraming,
+                                                          clientScheme: client.scheme)
             return
         }
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
-                                                      clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count))
+                                                      clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count),
+                                                      clientScheme: client.scheme)
         // Stored and replayed requests are framed by length; the key goes upstream on direct
         // forwards too, so a retry by the client is recognised by the origin. Headers
         // the client sent keep their place.
@@ -503,6 +510,17 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
         }
     }
+
+    /// `200` at once, whether the origin is reachable or not: the requests inside the tunnel
+    /// are forwarded or stored one by one, after the client's TLS handshake with us.
+    private func acceptInterceptedTunnel(to origin: Origin) {
+        self.origin = origin
+        client.stream.enqueue(Self.connectionEstablished)
+        client.beginInterception(of: origin)
+        finish(status: 200, keepAlive: true)
+    }
+
+    private static let connectionEstablished = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
 
     private func answerAdmin(_ response: AdminResponse, pretty: Bool) {
         // 204 carries no body at all (RFC 9110 §15.3.5).

@@ -15,9 +15,11 @@ enum Route: Equatable {
 package enum ProxyRules {
     package static let via = "1.1 outbox"
 
-    /// Routes a request; errors carry the status the client gets.
+    /// Routes a request; errors carry the status the client gets. `intercepted` is the origin
+    /// of the intercepted tunnel the request came through, if it did.
     static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?,
-                      forwardProxy: OutboxConfig.ForwardProxy) -> Result<Route, ProxyError> {
+                      forwardProxy: OutboxConfig.ForwardProxy, intercepted: Origin? = nil) -> Result<Route, ProxyError> {
+        if let intercepted { return route(head, inTunnelTo: intercepted) }
         // A request that already passed through Outbox several times is going round in
         // circles (an absolute URL naming the proxy itself): stop it before it eats every
         // connection. Chains of up to three distinct Outbox hops still pass.
@@ -58,6 +60,33 @@ package enum ProxyRules {
         return .success(.origin(origin, target: target, forwardMode: true))
     }
 
+    /// Inside an intercepted tunnel every request is for the tunnel's origin: the client checked
+    /// our certificate for that name only, so a `Host` (or absolute URL) naming another
+    /// authority must not be sent anywhere else (RFC 9110 §15.5.20: 421).
+    private static func route(_ head: HTTPRequestHead, inTunnelTo origin: Origin) -> Result<Route, ProxyError> {
+        if head.method == "CONNECT" {
+            return .failure(.badRequest("CONNECT inside an intercepted tunnel"))
+        }
+        let named: (host: String, port: Int)?
+        let target: String
+        if head.target.hasPrefix("/") || head.target == "*" {
+            // The parser guarantees exactly one Host on HTTP/1.1; HTTP/1.0 may omit it.
+            named = head.headers.first("Host").flatMap { Origin.parseAuthority($0, defaultPort: 443) }
+                ?? (host: origin.host, port: origin.port)
+            target = head.target
+        } else if let (absolute, path) = Origin.parseAbsolute(head.target), absolute.scheme == .https {
+            named = (absolute.host, absolute.port)
+            target = path
+        } else {
+            named = nil
+            target = head.target
+        }
+        guard let named, named.host.lowercased() == origin.host.lowercased(), named.port == origin.port else {
+            return .failure(.misdirected("this tunnel serves \(origin.authority) only, not \(head.headers.first("Host") ?? head.target)"))
+        }
+        return .success(.origin(origin, target: target, forwardMode: true))
+    }
+
     /// How many `Via` entries name Outbox (`1.1 outbox`).
     static func outboxHops(in headers: HTTPHeaders) -> Int {
         headers.values("Via").reduce(0) { count, value in
@@ -75,8 +104,10 @@ package enum ProxyRules {
     /// `X-Forwarded-Host` is the authority the client asked for: the one in an absolute-form
     /// target (forward mode) even when the client's `Host` field says something else (a proxy
     /// ignores the received `Host` for an absolute-form target, RFC 9112 §3.2.2), else `Host`.
+    /// `clientScheme` is what the client spoke to us: `https` inside an intercepted tunnel.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
-                                    clientAddress: String, bodyFraming: HTTPBodyFraming) -> HTTPRequestHead {
+                                    clientAddress: String, bodyFraming: HTTPBodyFraming,
+                                    clientScheme: String = "http") -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.reserveCapacity(bytes: head.headers.byteCount + 160)
         headers.add("Host", origin.authority)
@@ -113,7 +144,7 @@ package enum ProxyRules {
         } else {
             headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
         }
-        headers.add("X-Forwarded-Proto", "http")
+        headers.add("X-Forwarded-Proto", clientScheme)
         if let (_, authority) = Origin.absoluteAuthority(head.target) {
             headers.add("X-Forwarded-Host", String(authority))
         } else if let originalHost {

@@ -1,5 +1,6 @@
 import Glibc
 import OutboxConfig
+import OutboxModel
 import OutboxNet
 
 extension TLSContext {
@@ -22,20 +23,12 @@ extension TLSContext {
 
     /// A PEM file's bytes; PEM files are small, 1 MiB bounds a mistaken path.
     private static func readPEM(_ path: String, key: String) throws(TLSError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw TLSError("\(key): cannot read \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var contents: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16_384)
-        while contents.count <= 1 << 20 {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count == 0 { return contents }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw TLSError("\(key): cannot read \(path): \(String(cString: strerror(errno)))")
-            }
-            contents.append(contentsOf: chunk[0..<count])
+        do {
+            return try SmallFile.read(path, atMost: 1 << 20)
+        } catch .system(let code) {
+            throw TLSError("\(key): cannot read \(path): \(String(cString: strerror(code)))")
+        } catch {
+            throw TLSError("\(key): \(path) is larger than 1 MiB")
         }
-        throw TLSError("\(key): \(path) is larger than 1 MiB")
     }
 }

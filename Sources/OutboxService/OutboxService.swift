@@ -38,6 +38,14 @@ public final class OutboxService: Sendable {
         // At start, so that a CA that cannot serve the config stops Outbox before it listens,
         // and its fingerprint is ready for `/admin/status`.
         interceptionCA = config.tls.intercept.hosts.isEmpty ? nil : try Self.interceptionCA(config: config)
+        var leafIssuer: LeafCertificateIssuer?
+        if let interceptionCA {
+            do {
+                leafIssuer = try LeafCertificateIssuer(authority: interceptionCA)
+            } catch {
+                throw ServiceSetupError("cannot prepare interception certificates: \(error.reason)", exitCode: 1)
+            }
+        }
         let probeClient = self.probeClient
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
@@ -64,7 +72,7 @@ public final class OutboxService: Sendable {
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
                              prefix: config.admin.pathPrefix,
                              statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA))
-        server = ProxyServer(config: config, logger: logger, queue: queue,
+        server = ProxyServer(config: config, logger: logger, queue: queue, leafIssuer: leafIssuer,
                              admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics)
     }
 

@@ -38,6 +38,37 @@ struct ProxyRulesTests {
         #expect(route == .success(.origin(Origin(scheme: .http, host: host, port: port), target: path, forwardMode: true)))
     }
 
+    @Test("inside an intercepted tunnel, a request naming the tunnel's authority goes to its https origin", arguments: [
+        ("/v1/items", [("Host", "api.example.com")], "/v1/items"),
+        ("/v1/items", [("Host", "API.example.com:443")], "/v1/items"),
+        ("https://api.example.com/v1?x=1", [("Host", "whatever")], "/v1?x=1"),
+        ("*", [("Host", "api.example.com")], "*"),
+    ])
+    func interceptedTunnelRoutes(target: String, headers: [(String, String)], path: String) {
+        let tunnel = Origin(scheme: .https, host: "api.example.com", port: 443)
+        let route = ProxyRules.route(head("OPTIONS", target, headers), upstream: upstream, forwardProxy: forward,
+                                     intercepted: tunnel)
+        #expect(route == .success(.origin(tunnel, target: path, forwardMode: true)))
+    }
+
+    @Test("inside an intercepted tunnel, another authority is 421 and CONNECT is refused", arguments: [
+        ("GET", "/", [("Host", "other.example.com")], 421),
+        ("GET", "/", [("Host", "api.example.com:8443")], 421),
+        ("GET", "https://other.example.com/", [("Host", "api.example.com")], 421),
+        ("GET", "http://api.example.com/", [("Host", "api.example.com")], 421),
+        ("CONNECT", "api.example.com:443", [("Host", "api.example.com:443")], 400),
+    ])
+    func interceptedTunnelRefusesOtherAuthorities(method: String, target: String, headers: [(String, String)], status: Int) {
+        let tunnel = Origin(scheme: .https, host: "api.example.com", port: 443)
+        guard case .failure(let error) = ProxyRules.route(head(method, target, headers), upstream: upstream,
+                                                          forwardProxy: forward, intercepted: tunnel) else {
+            Issue.record("\(method) \(target) was routed")
+            return
+        }
+        #expect(error.status == status)
+        if status == 421 { #expect(error.code == "misdirected_request") }
+    }
+
     @Test("absolute-form with userinfo, fragments or other schemes is rejected", arguments: [
         "http://user@api.local/", "ftp://api.local/", "http:///x", "http://api.local/#frag", "http://api.local:99999/",
     ])

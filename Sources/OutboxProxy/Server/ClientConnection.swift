@@ -1,4 +1,5 @@
 import OutboxHTTP
+import OutboxModel
 import OutboxNet
 import OutboxTelemetry
 
@@ -23,6 +24,12 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     private var exchange: ProxyExchange?
     private var tunnel: Tunnel?
     private var machine: StateMachine
+    /// Set by a `CONNECT` Outbox terminates itself: every later request on this connection
+    /// arrives inside TLS and is for this origin.
+    private(set) var interceptedOrigin: Origin?
+    /// Between the `200` to such a `CONNECT` and the client's complete ClientHello, whose SNI
+    /// name picks the certificate.
+    private var awaitingClientHello = false
 
     var loop: EventLoop { stream.loop }
     var logger: Logger { context.logger }
@@ -41,6 +48,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         stream.delegate = self
         loop.track(self)
     }
+
+    /// What the client speaks to us, for `X-Forwarded-Proto`.
+    var scheme: String { interceptedOrigin == nil ? "http" : "https" }
 
     func clientWantsKeepAlive(_ head: HTTPRequestHead) -> Bool {
         if head.version == .http1_1 { return !head.headers.containsToken("close", in: "Connection") }
@@ -138,6 +148,10 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     }
 
     private func parseAvailable() {
+        if awaitingClientHello {
+            startServerTLS()
+            return
+        }
         while machine.isHTTP {
             if let exchange {
                 if exchange.requestComplete || exchange.bodyPaused { return }
@@ -192,6 +206,11 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     // MARK: Ending
 
     func streamDidReachEnd(_ stream: SocketStream, error: Int32?) {
+        if let failure = stream.tlsFailure {
+            // Most often the client does not trust the Outbox CA (`tlsv1 alert unknown ca`).
+            logger.info("client_tls_failed", ["client": peerText, "origin": interceptedOrigin?.description ?? "-",
+                                              "error": failure.reason])
+        }
         perform(machine.peerClosed(failed: error != nil, requestComplete: exchange?.requestComplete ?? true))
     }
 
@@ -225,6 +244,49 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     /// Part of a request is buffered or already parsed.
     private var inputPending: Bool { stream.unconsumedInputBytes > 0 || !parser.isIdle }
+
+    // MARK: Interception
+
+    /// The exchange answered `200` to a `CONNECT` for `origin` that Outbox terminates: the
+    /// client's next bytes are its ClientHello.
+    func beginInterception(of origin: Origin) {
+        interceptedOrigin = origin
+        awaitingClientHello = true
+    }
+
+    /// Once the ClientHello is complete: the certificate for its SNI name (the CONNECT host
+    /// without one), then TLS on this connection and a fresh parser for the requests inside.
+    /// The header timeout keeps running meanwhile, so a client that never finishes its hello
+    /// is dropped like one that never finishes a head.
+    private func startServerTLS() {
+        guard let origin = interceptedOrigin else { return }
+        let peeked = stream.input.withUnsafeBufferPointer { bytes in
+            ClientHelloPeek.inspect(UnsafeBufferPointer(rebasing: bytes[stream.inputIndex...]))
+        }
+        let serverName: String?
+        switch peeked {
+        case .needMore:
+            perform(machine.needMoreInput(now: loop.now, inputBuffered: stream.unconsumedInputBytes > 0))
+            return
+        case .notTLS:
+            logger.info("intercept_failed", ["client": peerText, "origin": origin.description, "error": "not a TLS ClientHello"])
+            perform(machine.abandon())
+            return
+        case .clientHello(let name):
+            serverName = name
+        }
+        do throws(TLSError) {
+            guard let issuer = context.leafIssuer else { throw TLSError("interception is not configured") }
+            let engine = try TLSEngine(serverOf: try issuer.context(forHost: serverName ?? origin.host))
+            awaitingClientHello = false
+            parser = HTTPRequestParser(limits: context.parserLimits)
+            stream.startTLS(engine)
+            perform(machine.needMoreInput(now: loop.now, inputBuffered: false))
+        } catch {
+            logger.warn("intercept_failed", ["client": peerText, "origin": origin.description, "error": error.reason])
+            perform(machine.abandon())
+        }
+    }
 
     // MARK: Tunnel
 

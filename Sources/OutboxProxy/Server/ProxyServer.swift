@@ -24,6 +24,7 @@ public final class ProxyServer: @unchecked Sendable {
     private let logger: Logger
     private let queue: QueueGateway?
     private let admin: (any AdminEndpoint)?
+    private let leafIssuer: LeafCertificateIssuer?
     private let metrics: Metrics
     private let loopCount: Int
     private let openConnections = Atomic<Int>(0)
@@ -33,8 +34,10 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameter loopCount: event loop threads; defaults to the number of CPU cores.
     /// - Parameter queue: the durable queue; nil runs a plain proxy.
     /// - Parameter admin: the admin API, served under `admin.pathPrefix`; nil without a queue.
-    package init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, admin: (any AdminEndpoint)? = nil,
-         metrics: Metrics = Metrics(), loopCount: Int? = nil) {
+    /// - Parameter leafIssuer: the certificates for intercepted `CONNECT` hosts; nil intercepts none.
+    package init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, leafIssuer: LeafCertificateIssuer? = nil,
+                 admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), loopCount: Int? = nil) {
+        self.leafIssuer = leafIssuer
         self.config = config
         self.logger = logger
         self.queue = queue
@@ -81,8 +84,9 @@ public final class ProxyServer: @unchecked Sendable {
             throw .tls(error.reason)
         }
         self.upstreamTLS = upstreamTLS
-        let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, queue: queue, admin: admin,
-                                   metrics: metrics, adminListenAddress: adminAddress)
+        let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
+                                   queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
+                                   mainListenAddress: sockets[0].address)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {
