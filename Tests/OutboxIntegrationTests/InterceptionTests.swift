@@ -366,7 +366,7 @@ struct InterceptionTests {
     /// The header fields of the last response head in curl's `-D` output.
     static func lastHeaderBlock(_ text: String) -> HTTPHeaders {
         var fields: [HeaderField] = []
-        for line in text.split(separator: "\n").map({ $0.trimmingCharacters(in: "\r") }) {
+        for line in nonEmptyLines(text).map({ $0.trimmingCharacters(in: "\r") }) {
             if line.hasPrefix("HTTP/") {
                 fields = []
             } else if let colon = line.firstIndex(of: ":") {
