@@ -25,6 +25,9 @@ Options:
     --backend HOST:PORT      where to relay the decrypted bytes (one backend connection per
                              TLS connection, opened after the handshake)
     --silent                 accept TCP connections and never answer the handshake
+    --ipv6-loopback          also listen on [::1] at the same port (when the system has IPv6
+                             loopback and the port is free there): a client that resolves
+                             `localhost` to ::1 first then reaches the front as well
 
 The server offers ALPN `h2` and `http/1.1`, preferring h2: `alpn=http/1.1` in a connection line
 therefore means the client did not offer h2, and `alpn=-` that it offered no ALPN at all.
@@ -90,6 +93,13 @@ class Front:
         self.count = 0
         self.established = {}  # number -> (tls, backend), while relaying
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.listeners = [self.listener]
+        if args.ipv6_loopback and socket.has_ipv6:
+            try:
+                self.listeners.append(socket.create_server(
+                    ("::1", self.listener.getsockname()[1]), family=socket.AF_INET6, backlog=128))
+            except OSError:
+                pass  # no IPv6 loopback here: 127.0.0.1 alone
 
     def make_context(self, cert: str, key: str) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -123,9 +133,14 @@ class Front:
         announce("certificate %s" % path)
 
     def serve(self) -> None:
+        for extra in self.listeners[1:]:
+            threading.Thread(target=self.accept_forever, args=(extra,), daemon=True).start()
         announce("listening %d" % self.listener.getsockname()[1])
+        self.accept_forever(self.listener)
+
+    def accept_forever(self, listener: socket.socket) -> None:
         while True:
-            raw, _ = self.listener.accept()
+            raw, _ = listener.accept()
             with self.lock:
                 self.count += 1
                 number = self.count
@@ -277,6 +292,7 @@ def main() -> int:
     parser.add_argument("--client-ca")
     parser.add_argument("--backend")
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--ipv6-loopback", action="store_true")
     args = parser.parse_args()
     args.cert = args.cert or [os.path.join(FIXTURES, "server.pem")]
     args.key = args.key or [os.path.join(FIXTURES, "server-key.pem")]

@@ -85,14 +85,16 @@ final class TLSFront: Sendable, CustomStringConvertible {
 
     /// Starts a front relaying to `backend` and presenting `identities[0]`; `switchCertificate()`
     /// moves on to the next one. With `clientCA`, the front requires a client certificate
-    /// signed by it.
+    /// signed by it. With `ipv6Loopback`, it also listens on [::1] at its port when it can, for
+    /// a client that connects to `localhost` and may resolve it to ::1 first.
     static func start(relayingTo backend: TestUpstream, presenting identities: [TLSFixtures.Identity] = [.server],
-                      clientCA: String? = nil) async throws -> TLSFront {
+                      clientCA: String? = nil, ipv6Loopback: Bool = false) async throws -> TLSFront {
         var arguments = ["--backend", backend.authority]
         for identity in identities {
             arguments += ["--cert", identity.certificatePath, "--key", identity.keyPath]
         }
         if let clientCA { arguments += ["--client-ca", clientCA] }
+        if ipv6Loopback { arguments.append("--ipv6-loopback") }
         return try await launch(arguments)
     }
 
