@@ -65,7 +65,7 @@ struct DashboardTests {
 
         let result = try await ChildProcess.run("/usr/bin/env", [
             python, Self.script, outbox.baseURL, screenshot, "--expect-pending", "3",
-        ], timeout: .seconds(120))
+        ], timeout: .seconds(300))
         // Required: when the script failed, what the API says next is noise.
         try #require(result.exit == .exited(0),
                 "dashboard_test.py: \(result.exit)\nstdout:\n\(result.stdoutText)\nstderr:\n\(result.stderrText)\n\(outbox)")
