@@ -31,6 +31,20 @@ struct SecureUpstreamTests {
         #expect(handshake.serverName == nil, "\(front)")
     }
 
+    /// For a host name, SNI names it and the certificate is checked against that name (the
+    /// fixture's `DNS:localhost`); the front also listens on [::1], wherever `localhost` resolves.
+    @Test func handshakeSendsTheHostNameBySNI() async throws {
+        let backend = try TestUpstream()
+        let front = try await TLSFront.start(relayingTo: backend, ipv6Loopback: true)
+        let outbox = try await OutboxProcess.start(upstream: "https://localhost:\(front.port)", config: TLSFixtures.config())
+        let response = try outbox.exchange("GET /sni HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
+        #expect(response.status == 200, "\(response)\n\(outbox)\n\(front)")
+        let handshake = try #require(try await front.waitForConnections(1).first, "\(front)")
+        #expect(handshake.serverName == "localhost", "\(front)")
+        let received = try await backend.waitForRequests(1)
+        #expect(received.first?.headers.values("Host") == ["localhost:\(front.port)"], "\(received)")
+    }
+
     @Test func postBodyAndCustomHeaderArriveAtHttpsOrigin() async throws {
         let origin = try await ProxiedOrigin.start { _ in .respond(.text("created", status: 201)) }
         // Every byte value, so a text conversion anywhere on the way would show.
