@@ -107,6 +107,22 @@ def text_of(driver, element_id):
     return driver.find_element(By.ID, element_id).text.strip()
 
 
+def click(driver, by, selector):
+    """Finds and clicks an element, as one step that `wait_until` retries: the page re-renders
+    its table every 2 s, so an element found a moment ago may be gone (stale) by the click."""
+    driver.find_element(by, selector).click()
+    return True
+
+
+def rows_show(driver, operations):
+    """True when every operation's row shows its method and URL."""
+    for op in operations:
+        row = driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{op["id"]}"]')
+        if op["method"] not in row.text or op["url"] not in row.text:
+            return False
+    return True
+
+
 def row_ids(driver):
     return [row.get_attribute("data-op-id") for row in driver.find_elements(By.CSS_SELECTOR, "#ops-body tr[data-op-id]")]
 
@@ -133,25 +149,23 @@ def run_checks(driver, api, base, prefix, expected):
     wait_until("the table lists the API's operations in queue order", lambda: row_ids(driver) == api_ids)
     if len(api_ids) < expected:
         raise CheckFailed(f"expected at least {expected} operations, the API lists {len(api_ids)}")
-    for op in listing["operations"]:
-        row = driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{op["id"]}"]')
-        if op["method"] not in row.text or op["url"] not in row.text:
-            raise CheckFailed(f"row for {op['id']} does not show {op['method']} {op['url']}: {row.text!r}")
+    wait_until("every row shows its operation's method and URL", lambda: rows_show(driver, listing["operations"]))
     if text_of(driver, "banner"):
         raise CheckFailed(f"the page shows an error: {text_of(driver, 'banner')!r}")
 
     # 3. "Offline" switches the proxy (as the API reports it) and the page says so.
-    driver.find_element(By.ID, "btn-offline").click()
+    wait_until("the Offline button can be clicked", lambda: click(driver, By.ID, "btn-offline"))
     wait_until("GET /status reports connectivity offline",
                lambda: action_failure(driver) or api.get("/status")[1].get("connectivity") == "offline")
     wait_until("the page shows mode offline",
                lambda: driver.find_element(By.ID, "connectivity").get_attribute("data-mode") == "offline")
-    if driver.find_element(By.ID, "btn-offline").is_enabled():
-        raise CheckFailed("the Offline button is still enabled after switching to offline")
+    wait_until("the Offline button is disabled once offline",
+               lambda: not driver.find_element(By.ID, "btn-offline").is_enabled())
 
     # 4. Delete removes one row from the page and the operation from the API.
     victim = api_ids[0]
-    driver.find_element(By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{victim}"] button[data-action="delete"]').click()
+    wait_until(f"the Delete button of row {victim} can be clicked",
+               lambda: click(driver, By.CSS_SELECTOR, f'#ops-body tr[data-op-id="{victim}"] button[data-action="delete"]'))
     wait_until(f"row {victim} disappears", lambda: action_failure(driver) or victim not in row_ids(driver))
     gone_status, _ = api.get(f"/operations/{victim}")
     if gone_status != 404:
