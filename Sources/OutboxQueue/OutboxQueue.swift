@@ -200,13 +200,38 @@ public final class OutboxQueue: Sendable {
         let request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
         var state = entry.state
         if entry.status == .completed {
-            if let pending = unwritten.withLock({ $0[entry.id]?.state }) {
-                state.response = pending.response
-            } else if let location = entry.locator.state {
-                state.response = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get().response
-            }
+            state.response = try latestBodies(of: entry).response
         }
         return snapshot(entry, request: request, state: state)
+    }
+
+    /// The response and conflict bodies of the entry's latest state, which the index does not
+    /// hold: from `unwritten` while that state's record is being appended, else from the record.
+    /// The index's state and locator can be a step apart (a state reaches the index before its
+    /// record is on disk, and leaves `unwritten` only once the locator points at it), so a
+    /// record or pending state whose status and retry count differ from the entry's means a
+    /// newer state was on its way: look again. The window is microseconds wide; a few looks
+    /// close it, and the last one answers with what it found.
+    private func latestBodies(of first: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
+        -> (response: StoredResponse?, conflict: StoredResponse?) {
+        var entry = first
+        var found: OperationState?
+        for _ in 0..<4 {
+            func matches(_ candidate: OperationState) -> Bool {
+                candidate.status == entry.state.status && candidate.retryCount == entry.state.retryCount
+            }
+            if let pending = unwritten.withLock({ $0[entry.id]?.state }), matches(pending) {
+                return (pending.response, pending.conflict)
+            }
+            if let location = entry.locator.state {
+                let stored = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get()
+                if matches(stored) { return (stored.response, stored.conflict) }
+                found = stored
+            }
+            guard let fresh = index.withLock({ $0.entry(entry.id) }) else { break }
+            entry = fresh
+        }
+        return (found?.response, found?.conflict)
     }
 
     /// Runs a read of `id`'s records; a failure is logged as an error with the operation id and
@@ -507,13 +532,10 @@ extension OutboxQueue: AdminQueueSource {
         guard case .success(let request) = read(id, { () throws(StorageError) in try log.readRequest(at: entry.locator.created) })
         else { return nil }
         var state = entry.state
-        if let pending = unwritten.withLock({ $0[id]?.state }) {
-            state.response = pending.response
-            state.conflict = pending.conflict
-        } else if let location = entry.locator.state,
-                  case .success(let stored) = read(id, { () throws(StorageError) in try log.readState(at: location) }) {
-            state.response = stored.response
-            state.conflict = stored.conflict
+        do {
+            (state.response, state.conflict) = try latestBodies(of: entry)
+        } catch {
+            // Logged by `read`; the detail shows the rest.
         }
         return (snapshot(entry, request: request, state: state), request)
     }
