@@ -16,8 +16,11 @@ extension TLSContext {
         do {
             return try TLSContext(clientVerifying: settings.verify, caFile: settings.caFile, certificate: certificate)
         } catch {
-            let key = error.reason.hasPrefix("cannot load CA file") ? "tls.caFile" : "tls.clientCertificateFile"
-            throw TLSError("\(key): \(error.reason)")
+            // The engine's reasons name the file; the config key is added for the two that a
+            // user's file causes (a system store that cannot load is no key's fault).
+            let key = error.reason.hasPrefix("cannot load CA file") ? "tls.caFile: "
+                : error.reason.hasPrefix("cannot use the certificate") ? "tls.clientCertificateFile: " : ""
+            throw TLSError(key + error.reason)
         }
     }
 

@@ -42,7 +42,7 @@ case .ca(let options, let force):
         fail(error.message, code: error.exitCode)
     }
 case .serve(let options):
-    // Before any thread exists (URLSession and the loops start threads), so all inherit the mask.
+    // Before any thread exists (the loops and Dispatch start threads), so all inherit the mask.
     OutboxService.blockTerminationSignals()
     let config: OutboxConfig
     do {

@@ -208,7 +208,7 @@ public final class EventLoop: @unchecked Sendable {
 
 /// A value that may cross threads but is only used on the loop that made it.
 ///
-/// Carrying a loop-confined object through a `@Sendable` closure (URLSession callbacks, signal
+/// Carrying a loop-confined object through a `@Sendable` closure (Dispatch callbacks, signal
 /// handlers) needs this wrapper; whoever unwraps it must be on `loop` (by `loop.execute`).
 package struct LoopBound<Value>: @unchecked Sendable {
     package let value: Value

@@ -214,7 +214,7 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     /// close_notify or a bad record ends the stream after the plaintext before it.
     private func decrypt(_ tls: TLSEngine) {
         var received = false
-        var ended: TLSError?? = nil
+        var ended = false
         reading: while true {
             switch tls.read(into: loop.scratch) {
             case .bytes(let count):
@@ -223,18 +223,18 @@ package final class SocketStream: EventHandler, DeadlineTracked {
             case .wantRead:
                 break reading
             case .closed:
-                ended = .some(nil)
+                ended = true
                 break reading
             case .failed(let error):
-                ended = .some(error)
+                tlsFailure = error
+                ended = true
                 break reading
             }
         }
         // Reading may have produced records to send (a key update's answer).
         if tls.hasOutput { flushSoon() }
         if received { delegate?.streamDidRead(self) }
-        guard let ended, !isClosed, !reachedEnd else { return }
-        if let error = ended { tlsFailure = error }
+        guard ended, !isClosed, !reachedEnd else { return }
         end(error: nil)
     }
 

@@ -132,7 +132,7 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
     }
 
     func streamDidRead(_ stream: SocketStream) {
-        if stream.tls != nil { keepNewSession() }
+        keepNewSession()
         guard state == .active, let handler else {
             // Bytes on an idle connection are a protocol error (or an unsolicited 408): drop it.
             if state == .idle { close() }

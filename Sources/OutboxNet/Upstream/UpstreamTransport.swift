@@ -25,8 +25,8 @@ package protocol UpstreamCall: AnyObject {
     func cancel()
 }
 
-/// Something that can carry an HTTP/1.1 exchange to an origin: our socket client for `http://`,
-/// URLSession for `https://`.
+/// Something that can carry an HTTP/1.1 exchange to an origin: the loop's `UpstreamPool`, for
+/// `http://` and `https://` alike; the seam where another transport (a test's) plugs in.
 package protocol UpstreamTransport: AnyObject {
     /// `head` is final (origin-form target, `Host`, framing headers); `bodyFraming` says how the
     /// body passed to `sendBody` is delimited on the wire.
