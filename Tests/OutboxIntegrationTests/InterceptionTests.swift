@@ -132,6 +132,47 @@ struct InterceptionTests {
         #expect(origin.backend.requests.count == 1, "\(origin.diagnostics)")
     }
 
+    /// Inside one intercepted tunnel, requests are kept alive and pipelined as on a plain
+    /// connection: two requests written at once get two answers, in order, on the one TLS
+    /// session (Python's `ssl` as the client, so nothing hides a new connection).
+    @Test(.enabled(if: python != nil, "python3 is not installed"))
+    func pipelinedRequestsInOneInterceptedTunnelAreAnsweredInOrder() async throws {
+        let python = try #require(Self.python)
+        let origin = try await InterceptedOrigin.start(handler: Self.origin)
+        let script = """
+            import socket, ssl, sys
+            proxy, target, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
+            host, port = proxy.rsplit(":", 1)
+            raw = socket.create_connection((host, int(port)), timeout=20)
+            raw.sendall(("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n" % (target, target)).encode())
+            answer = b""
+            while b"\\r\\n\\r\\n" not in answer:
+                answer += raw.recv(1)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=target.rsplit(":", 1)[0])
+            tls.sendall(("GET /pipe/1 HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n"
+                         "GET /pipe/2 HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n" % (target, target)).encode())
+            received = b""
+            while True:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+            sys.stdout.write(received.decode("latin-1"))
+            """
+        let result = try await ChildProcess.run(python, ["-c", script, "127.0.0.1:\(origin.outbox.port)",
+                                                         origin.front.authority, origin.caCertificateFile])
+        #expect(result.exit == .exited(0), "client: \(result.exit)\n\(result.stderrText)\n\(origin.diagnostics)")
+        let text = result.stdoutText
+        let first = try #require(text.range(of: "read /pipe/1"), "no answer to /pipe/1:\n\(text)")
+        let second = try #require(text.range(of: "read /pipe/2"), "no answer to /pipe/2:\n\(text)")
+        #expect(first.lowerBound < second.lowerBound, "answers out of order:\n\(text)")
+        #expect(text.components(separatedBy: "HTTP/1.1 200").count - 1 == 2, "\(text)")
+        let requests = try await origin.backend.waitForRequests(2)
+        #expect(requests.map(\.target) == ["/pipe/1", "/pipe/2"], "\(origin.diagnostics)")
+        #expect(origin.front.connections == 1, "the two requests took \(origin.front.connections) TLS connections upstream")
+    }
+
     // MARK: - trust, tunnels and hosts
 
     /// A client that does not trust the interception CA refuses the handshake, and the proxy
