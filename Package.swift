@@ -47,7 +47,10 @@ let package = Package(
                 dependencies: ["OutboxProxy", "OutboxAdmin", "OutboxReplay", "OutboxNet", "OutboxQueue", "OutboxStorage",
                                "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
-        .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxConfig", "OutboxTelemetry"]),
+        // The admin commands (`outbox status`, `drain`, …): a client of the admin API over HTTP,
+        // so it knows the API's wire format only, never the server's types.
+        .target(name: "OutboxControl", dependencies: ["OutboxConfig", "OutboxModel", "OutboxHTTP"], swiftSettings: releaseSettings),
+        .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxControl", "OutboxConfig", "OutboxTelemetry"]),
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
                                    "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "CSystem"]),

@@ -6,6 +6,8 @@ extension CommandLineParser {
                  [--data-dir DIR] [--log-level debug|info|warn|error]
           outbox check-config [--config FILE] [flags as for serve]
           outbox ca [--force] [--config FILE] [--data-dir DIR]
+          outbox status | ops [FILTERS] | op ID | drain [--timeout S] | offline | online
+                 | retry ID | fault add|list|clear   [--admin URL] [--config FILE] [--json]
           outbox --help | --version
 
         Outbox is a local HTTP/1.1 proxy. When the upstream answers it forwards; when it does
@@ -23,6 +25,29 @@ extension CommandLineParser {
                          --force replaces it (new key) with one for the current hosts;
                          restart a running Outbox afterwards.
 
+        Admin commands (ask a running Outbox's admin API, print a summary; --json prints the
+        API's JSON instead):
+          status         Connectivity, counts by status, origins
+          ops            Operations in queue order; filters --status S --tag T --origin O
+                         --ordering-key K --limit N (1-1000) --after ID
+          op ID          One operation with its headers, body and stored response
+          drain          Wait until nothing is pending or in progress (--timeout SECONDS,
+                         default 60, at most 3600); exit 3 lists the operations that ended
+                         failed or conflict, exit 4 on timeout
+          offline        Forward nothing, queue every queueable request, replay nothing
+          online         Back to automatic connectivity
+          retry ID       Make a failed, conflicted or waiting operation pending now
+          fault add      Add a fault rule: --action status|reset|timeout|offline|latency
+                         [--status N] [--retry-after S] [--body TEXT] [--latency S]
+                         [--times N] [--probability P] [--seed N] [--for S] [--id ID]
+                         [--origin URL] [--method M] [--path-prefix P]
+                         [--apply-to direct|replay|both]
+          fault list     The fault rules with their matched/applied counters
+          fault clear    Remove every fault rule
+        The admin API is found at --admin URL (the listener's base URL, e.g.
+        http://127.0.0.1:8080), else OUTBOX_ADMIN_URL, else the config's admin.listen or
+        listen; admin.pathPrefix and the token come from the config.
+
         Flags (each overrides the config file; --flag=value works too):
           --config FILE          JSON config file (keys: see config.example.json)
           --listen HOST:PORT     Address to listen on; port 0 picks a free port
@@ -37,11 +62,15 @@ extension CommandLineParser {
         Environment:
           OUTBOX_CONFIG          Config file used when --config is not given
           OUTBOX_ADMIN_TOKEN     Overrides admin.token (admin requests then need
-                                 "Authorization: Bearer TOKEN")
+                                 "Authorization: Bearer TOKEN"); the admin commands send it
+          OUTBOX_ADMIN_URL       Where the admin commands find the admin API
 
         Exit status:
-          0  clean shutdown, or help/version/check-config/ca succeeded
-          1  runtime failure (port in use, data directory not writable, ...)
+          0  clean shutdown, or help/version/check-config/ca/an admin command succeeded
+          1  runtime failure (port in use, data directory not writable, ...); for an
+             admin command: the API answered an error or could not be reached
           2  usage or configuration error
+          3  drain: drained, but some operations ended failed or conflict
+          4  drain: not drained within the timeout
         """
 }

@@ -24,6 +24,10 @@ public enum CommandLineParser {
     /// listen address of "--upstream". A flag given twice keeps its last value, so wrappers can
     /// append overrides.
     public static func parse(_ args: [String]) throws(UsageError) -> OutboxCommand {
+        if let word = commandWord(args), AdminCommandLineParser.commandWords.contains(word) {
+            if args.contains("-h") || args.contains("--help") { return .help }
+            return .admin(try AdminCommandLineParser.parse(args))
+        }
         var options = CommandLineOptions()
         var command: String?
         var wantsHelp = false
@@ -43,7 +47,8 @@ public enum CommandLineParser {
                 } else if argument == "serve" || argument == "check-config" || argument == "ca" {
                     command = argument
                 } else {
-                    record("unknown command \(quoted(argument)); commands are serve, check-config and ca")
+                    record("unknown command \(quoted(argument)); commands are serve, check-config, ca, "
+                           + "status, ops, op, drain, offline, online, retry and fault")
                 }
                 continue
             }
@@ -93,6 +98,22 @@ public enum CommandLineParser {
         case "ca": return .ca(options, force: wantsForce)
         default: return .serve(options)
         }
+    }
+
+    /// The first argument that is neither a flag nor a flag's value: the command word, if any.
+    /// Admin commands have flags of their own, so the word decides which parser reads the rest.
+    private static func commandWord(_ args: [String]) -> String? {
+        var index = 0
+        while index < args.count {
+            let argument = args[index]
+            index += 1
+            guard argument.hasPrefix("-") else { return argument }
+            if !argument.contains("="), optionKeyPath(argument) != nil || AdminCommandLineParser.valueFlags.contains(argument),
+               index < args.count, !args[index].hasPrefix("-") {
+                index += 1
+            }
+        }
+        return nil
     }
 
     /// Arguments are quoted in messages so that empty or space-laden ones stay visible.

@@ -1,5 +1,6 @@
 import Foundation
 import OutboxConfig
+import OutboxControl
 import OutboxService
 import OutboxTelemetry
 
@@ -23,6 +24,11 @@ case .help:
     print(CommandLineParser.helpText)
 case .version:
     print("outbox \(Outbox.version)")
+case .admin(let invocation):
+    let result = AdminCommandRunner.run(invocation, environment: environment, userAgent: "outbox/\(Outbox.version)")
+    FileHandle.standardOutput.write(Data(result.output.utf8))
+    if let problem = result.problem { FileHandle.standardError.write(Data("outbox: \(problem)\n".utf8)) }
+    exit(result.status.rawValue)
 case .checkConfig(let options):
     do {
         print(try ConfigLoader.load(options, environment: environment).effectiveJSON())
