@@ -1,4 +1,5 @@
 import Foundation
+import OutboxFaults
 import OutboxHTTP
 import OutboxModel
 import OutboxQueue
@@ -21,11 +22,14 @@ package struct AdminAPI: Sendable {
     /// The dashboard with `prefix` filled in: the prefix never changes while the process runs,
     /// so the page is built once here rather than on every request.
     let dashboardPage: String
+    /// The fault rules `/faults` shows and edits.
+    let faults: FaultBook
 
     package typealias Response = AdminResponse
 
     package init(queue: AdminQueueSource, redactHeaders: Set<String>, version: String, startedAt: Int64, metrics: Metrics,
-                 prefix: String, statusSettings: [(key: String, value: JSON)] = []) {
+                 prefix: String, faults: FaultBook = FaultBook(), statusSettings: [(key: String, value: JSON)] = []) {
+        self.faults = faults
         self.queue = queue
         self.statusSettings = statusSettings
         self.redactHeaders = redactHeaders
@@ -39,6 +43,7 @@ package struct AdminAPI: Sendable {
     /// The route table: path → endpoint; each endpoint checks its own methods.
     private enum Endpoint {
         case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
+        case faults, fault(String)
 
         init?(_ parts: [Substring]) {
             switch (parts.count, parts.first) {
@@ -52,6 +57,8 @@ package struct AdminAPI: Sendable {
             case (1, "connectivity"): self = .connectivity
             case (1, "drain"): self = .drain
             case (1, "metrics"): self = .metrics
+            case (1, "faults"): self = .faults
+            case (2, "faults"): self = .fault(String(parts[1]))
             default: return nil
             }
         }
@@ -63,6 +70,8 @@ package struct AdminAPI: Sendable {
             case .operations, .operation: ["GET", "HEAD", "DELETE"]
             case .retry, .prune, .flush: ["POST"]
             case .connectivity: ["GET", "HEAD", "PUT"]
+            case .faults: ["GET", "HEAD", "POST", "DELETE"]
+            case .fault: ["GET", "HEAD", "DELETE"]
             }
         }
     }
@@ -129,6 +138,18 @@ package struct AdminAPI: Sendable {
             let text = metrics.render(counts: queue.counts, origins: queue.origins,
                                       oldestPendingAgeSeconds: queue.oldestPendingAgeSeconds, storageBytes: queue.storageBytes)
             return Response(status: 200, body: .null, raw: ("text/plain; version=0.0.4; charset=utf-8", text))
+        case .faults where reading:
+            return Response(status: 200, body: .object([("faults", .array(faults.rendered()))]))
+        case .faults where request.method == "POST":
+            return try addFault(request.body)
+        case .faults:
+            return Response(status: 200, body: .object([("removed", .int(faults.removeAll()))]))
+        case .fault(let id) where reading:
+            guard let rule = faults.rendered(id) else { throw .noFault(id) }
+            return Response(status: 200, body: rule)
+        case .fault(let id):
+            guard faults.remove(id) else { throw .noFault(id) }
+            return Response(status: 204, body: .null)
         case .connectivity where reading:
             return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
         case .connectivity:
@@ -149,6 +170,24 @@ package struct AdminAPI: Sendable {
             let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
             return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
         }
+    }
+
+    private func addFault(_ body: [UInt8]) throws(AdminError) -> Response {
+        let document: JSON
+        do {
+            document = try JSONReader.parse(body)
+        } catch {
+            throw .invalid(field: "body", expected: "a JSON fault rule (\(error))")
+        }
+        let rule: FaultRule
+        do {
+            rule = try FaultRule.parse(document, now: WallClock.millis(), makeID: { UUID().lowercasedText },
+                                       randomSeed: { UInt64.random(in: .min ... .max) })
+        } catch {
+            throw .invalid(field: error.field, expected: error.expected)
+        }
+        guard faults.add(rule) else { throw .faultExists(rule.id) }
+        return Response(status: 201, body: faults.rendered(rule.id) ?? .null)
     }
 
     private func status() -> JSON {

@@ -26,6 +26,10 @@ package enum AdminError: Error, Equatable, Sendable {
     case methodNotAllowed(allow: [String])
     /// Only failed, conflict and pending operations can be retried.
     case notRetryable(id: String, status: OperationStatus)
+    /// No fault rule has this id.
+    case noFault(String)
+    /// A fault rule with this id exists already.
+    case faultExists(String)
 
     /// The table: one status and one code per case.
     package var status: Int {
@@ -33,9 +37,9 @@ package enum AdminError: Error, Equatable, Sendable {
         case .invalid: 400
         case .tokenRequired: 401
         case .notLoopback, .foreignHost, .crossSiteOrigin: 403
-        case .noEndpoint, .noOperation: 404
+        case .noEndpoint, .noOperation, .noFault: 404
         case .methodNotAllowed: 405
-        case .notRetryable: 409
+        case .notRetryable, .faultExists: 409
         }
     }
 
@@ -44,9 +48,9 @@ package enum AdminError: Error, Equatable, Sendable {
         case .invalid: "bad_request"
         case .tokenRequired: "unauthorized"
         case .notLoopback, .foreignHost, .crossSiteOrigin: "forbidden"
-        case .noEndpoint, .noOperation: "not_found"
+        case .noEndpoint, .noOperation, .noFault: "not_found"
         case .methodNotAllowed: "method_not_allowed"
-        case .notRetryable: "conflict"
+        case .notRetryable, .faultExists: "conflict"
         }
     }
 
@@ -60,6 +64,8 @@ package enum AdminError: Error, Equatable, Sendable {
         case .crossSiteOrigin(let origin): "cross-site admin request from Origin \(origin)"
         case .noEndpoint(let method, let path): "no admin endpoint \(method) \(path)"
         case .noOperation(let id): "no operation \(id)"
+        case .noFault(let id): "no fault rule \(id)"
+        case .faultExists(let id): "a fault rule with id \(id) exists; remove it first or choose another id"
         case .methodNotAllowed(let allow): "use \(allow.joined(separator: ", "))"
         case .notRetryable(let id, let status):
             "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried"

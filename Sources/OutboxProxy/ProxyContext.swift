@@ -1,4 +1,5 @@
 import OutboxConfig
+import OutboxFaults
 import OutboxHTTP
 import OutboxModel
 import OutboxNet
@@ -43,12 +44,16 @@ final class ProxyContext: Sendable {
     /// path would resolve against the origin.
     let absoluteOperationLocationBase: String
     let metrics: Metrics
+    /// The fault rules every upstream request passes (empty unless a test adds some).
+    let faults: FaultBook
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
     init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, leafIssuer: LeafCertificateIssuer? = nil,
          queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(),
-         adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil) {
+         adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil,
+         faults: FaultBook = FaultBook()) {
+        self.faults = faults
         self.upstreamTLS = upstreamTLS
         self.leafIssuer = leafIssuer
         interceptHosts = OutboxConfig.HostPatterns(config.tls.intercept.hosts)

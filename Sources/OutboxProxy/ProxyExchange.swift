@@ -284,6 +284,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         if action == .none { return }
         call = nil
         if action == .resendOnNewConnection {
+            // The origin closed a reused connection: this is the same request once more, not a
+            // new one for the fault rules to count.
+            transport = client.proxyLoop.pool
             beginCall()
             return
         }
@@ -439,7 +442,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func startForwarding() {
         guard let origin else { return }
         let pool = client.proxyLoop.pool
-        transport = pool
+        // Through the fault rules; the pool itself prepares (name lookup, TLS settings).
+        transport = client.proxyLoop.directTransport
         if pool.isReady(origin) {
             beginCall()
         } else {

@@ -1,5 +1,6 @@
 import OutboxAdmin
 import OutboxConfig
+import OutboxFaults
 import OutboxHTTP
 import OutboxModel
 import OutboxNet
@@ -46,11 +47,14 @@ public final class OutboxService: Sendable {
                 throw ServiceSetupError("cannot prepare interception certificates: \(error.reason)", exitCode: 1)
             }
         }
+        let faults = FaultBook()
         let probeClient = self.probeClient
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
                                      tls: { probeClient.tls.withLock { $0 } })
         let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
+            // An origin a fault rule holds offline fails its probes without a connection.
+            if faults.holdsOffline(origin) { return false }
             // `GET probePath` answering below 500 means online; else a connect (with the
             // handshake for https) is enough.
             guard let probePath, let client = probeClient.client.withLock({ $0 }) else { return await tcpProbe(origin) }
@@ -58,7 +62,7 @@ public final class OutboxService: Sendable {
             headers.add("Host", origin.authority)
             headers.add("Via", ProxyRules.via)
             let result = await client.send(to: origin, head: HTTPRequestHead(method: "GET", target: probePath, headers: headers),
-                                           body: [], maxResponseBytes: 4096)
+                                           body: [], maxResponseBytes: 4096, purpose: .probe)
             if case .success(let response) = result { return response.head.status < 500 }
             return false
         })
@@ -70,10 +74,11 @@ public final class OutboxService: Sendable {
         if let upstream = config.upstream { reachability.register(upstream.origin) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
-                             prefix: config.admin.pathPrefix,
+                             prefix: config.admin.pathPrefix, faults: faults,
                              statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA))
         server = ProxyServer(config: config, logger: logger, queue: queue, leafIssuer: leafIssuer,
-                             admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics)
+                             admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics,
+                             faults: faults)
     }
 
     /// Binds, starts the loops, the replayer and the maintenance task; returns the bound

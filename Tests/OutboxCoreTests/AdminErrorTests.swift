@@ -13,9 +13,9 @@ struct AdminErrorTests {
         case .invalid: (400, "bad_request")
         case .tokenRequired: (401, "unauthorized")
         case .notLoopback, .foreignHost, .crossSiteOrigin: (403, "forbidden")
-        case .noEndpoint, .noOperation: (404, "not_found")
+        case .noEndpoint, .noOperation, .noFault: (404, "not_found")
         case .methodNotAllowed: (405, "method_not_allowed")
-        case .notRetryable: (409, "conflict")
+        case .notRetryable, .faultExists: (409, "conflict")
         }
     }
 
@@ -27,6 +27,7 @@ struct AdminErrorTests {
         .noEndpoint(method: "GET", path: "/nope"), .noOperation("42"),
         .methodNotAllowed(allow: ["GET", "HEAD"]),
         .notRetryable(id: "42", status: .completed),
+        .noFault("orders-down"), .faultExists("orders-down"),
     ]
 
     @Test(arguments: cases)

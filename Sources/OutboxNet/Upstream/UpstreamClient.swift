@@ -18,14 +18,17 @@ public final class UpstreamClient: Sendable {
 
     /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
     /// up to `maxResponseBytes` (the rest is read and dropped, `truncated` says so).
+    /// A probe goes to the pool itself; a replay attempt through the loop's `replayTransport`.
+    public enum Purpose: Sendable { case replay, probe }
+
     public func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
-                     maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError> {
+                     maxResponseBytes: Int, purpose: Purpose) async -> Result<CollectedResponse, UpstreamError> {
         guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
         let state = loops[next.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
         return await withCheckedContinuation { continuation in
             state.loop.execute {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
-                collector.start(origin: origin, head: head, body: body, proxyLoop: state.value)
+                collector.start(origin: origin, head: head, body: body, proxyLoop: state.value, purpose: purpose)
             }
         }
     }
@@ -47,16 +50,19 @@ private final class ResponseCollector: UpstreamResponseHandler {
         self.continuation = continuation
     }
 
-    func start(origin: Origin, head: HTTPRequestHead, body: [UInt8], proxyLoop: any UpstreamLoop) {
+    func start(origin: Origin, head: HTTPRequestHead, body: [UInt8], proxyLoop: any UpstreamLoop, purpose: UpstreamClient.Purpose) {
         let framing: HTTPBodyFraming = body.isEmpty && !["POST", "PUT", "PATCH"].contains(head.method) ? .none : .contentLength(body.count)
         var head = head
         head.headers.removeAll("Content-Length")
         head.headers.removeAll("Transfer-Encoding")
         if framing != .none { head.headers.add("Content-Length", String(body.count)) }
-        let transport = proxyLoop.pool
+        let pool = proxyLoop.pool
+        var transport: UpstreamTransport = purpose == .probe ? pool : proxyLoop.replayTransport
         let begin: () -> Void = { [self] in
             let call = transport.startCall(to: origin, head: head, bodyFraming: framing, handler: self)
             self.call = call
+            // A resend after a stale pooled connection is the same attempt, not a new one.
+            transport = pool
             if framing != .none {
                 if !body.isEmpty { body.withUnsafeBytes { call.sendBody($0) } }
                 call.finishBody(trailers: HTTPHeaders())

@@ -4,4 +4,6 @@
 package protocol UpstreamLoop: AnyObject {
     var loop: EventLoop { get }
     var pool: UpstreamPool { get }
+    /// What replay attempts are sent through: the pool, or a layer in front of it (fault rules).
+    var replayTransport: UpstreamTransport { get }
 }

@@ -7,6 +7,10 @@ final class ProxyLoop {
     let loop: EventLoop
     let context: ProxyContext
     let pool: UpstreamPool
+    /// The pool behind the fault rules: direct forwards and replay attempts each have one, so
+    /// a rule can apply to either.
+    let directTransport: UpstreamTransport
+    let replayTransport: UpstreamTransport
     /// This loop's request counters for `/admin/metrics`.
     let metrics: Metrics.Shard
     private unowned let server: ProxyServer
@@ -21,6 +25,10 @@ final class ProxyLoop {
         pool = UpstreamPool(loop: loop, timeouts: context.upstreamTimeouts,
                             maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS)
         metrics = context.metrics.makeShard()
+        directTransport = FaultInjectingTransport(base: pool, kind: .direct, faults: context.faults, loop: loop,
+                                                  responseTimeout: context.upstreamTimeouts.response)
+        replayTransport = FaultInjectingTransport(base: pool, kind: .replay, faults: context.faults, loop: loop,
+                                                  responseTimeout: context.upstreamTimeouts.response)
     }
 
     /// Takes ownership of a socket accepted by the listener with `role`.

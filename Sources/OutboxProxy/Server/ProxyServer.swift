@@ -2,6 +2,7 @@ import CSystem
 import Dispatch
 import Glibc
 import OutboxConfig
+import OutboxFaults
 import OutboxNet
 import OutboxQueue
 import OutboxTelemetry
@@ -26,6 +27,7 @@ public final class ProxyServer: @unchecked Sendable {
     private let admin: (any AdminEndpoint)?
     private let leafIssuer: LeafCertificateIssuer?
     private let metrics: Metrics
+    private let faults: FaultBook
     private let loopCount: Int
     private let openConnections = Atomic<Int>(0)
     private let drainedLoops = Atomic<Int>(0)
@@ -36,7 +38,9 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameter admin: the admin API, served under `admin.pathPrefix`; nil without a queue.
     /// - Parameter leafIssuer: the certificates for intercepted `CONNECT` hosts; nil intercepts none.
     package init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, leafIssuer: LeafCertificateIssuer? = nil,
-                 admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), loopCount: Int? = nil) {
+                 admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), faults: FaultBook = FaultBook(),
+                 loopCount: Int? = nil) {
+        self.faults = faults
         self.leafIssuer = leafIssuer
         self.config = config
         self.logger = logger
@@ -86,7 +90,7 @@ public final class ProxyServer: @unchecked Sendable {
         self.upstreamTLS = upstreamTLS
         let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
                                    queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
-                                   mainListenAddress: sockets[0].address)
+                                   mainListenAddress: sockets[0].address, faults: faults)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {

@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+
+/// Fault rules (`/admin/faults`) through the real binary: each action stands in for the real
+/// failure at the moment Outbox would send upstream, direct and on replay, and the upstream
+/// receives nothing a rule answered.
+@Suite("Fault injection", .harnessThreads)
+struct FaultInjectionTests {
+    static func addFault(_ outbox: OutboxProcess, _ rule: String) throws -> JSONObject {
+        let response = try outbox.send("POST", "/admin/faults", body: rule, headers: [HeaderField("Content-Type", "application/json")])
+        guard response.status == 201 else { throw HarnessError("POST /admin/faults \(rule) answered:\n\(response)") }
+        return try JSONObject(response)
+    }
+
+    static func faults(_ outbox: OutboxProcess) throws -> [JSONObject] {
+        try JSONObject(try outbox.admin("faults")).objects("faults") ?? []
+    }
+
+    static func origin(_ outbox: OutboxProcess) throws -> JSONObject? {
+        try JSONObject(try outbox.admin("status")).objects("origins")?.first
+    }
+
+    @Test func aDirectStatus503IsAnOutageAWriteIsStoredAReadGets503AndTheUpstreamSeesNothing() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("real", status: 201)) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        _ = try Self.addFault(outbox, #"{"id":"down","applyTo":"direct","action":"status","status":503,"body":"{\"error\":\"maintenance\"}","retryAfterSeconds":1}"#)
+
+        let stored = try outbox.enqueue(body: "write")
+        let read = try outbox.send("GET", "/items")
+        #expect(read.status == 503, "\(read)")
+        #expect(upstream.requests.isEmpty, "\(upstream.requests)")
+        #expect(try Self.origin(outbox)?.bool("online") == false)
+
+        // The rule gone, the probe finds the real upstream and the stored write is delivered.
+        #expect(try outbox.send("DELETE", "/admin/faults/down").status == 204)
+        try outbox.drain()
+        #expect(try outbox.operation(stored.id).string("status") == "completed")
+        #expect(upstream.requests.map(\.bodyText) == ["write"])
+    }
+
+    @Test func aDirectStatusOutsideTheOutageListIsTheClientsAnswer() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("real")) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        _ = try Self.addFault(outbox, #"{"action":"status","status":429,"retryAfterSeconds":2.5,"body":"slow down","match":{"method":"POST"}}"#)
+        let refused = try outbox.send("POST", "/items", body: "x")
+        #expect(refused.status == 429 && refused.bodyText == "slow down", "\(refused)")
+        #expect(refused.headers["Retry-After"] == "3", "\(refused)")
+        // Only POST matches.
+        #expect(try outbox.send("GET", "/items").bodyText == "real")
+        #expect(upstream.requests.map(\.method) == ["GET"])
+        let rule = try #require(try Self.faults(outbox).first)
+        #expect(rule.int("matched") == 1 && rule.int("applied") == 1, "\(rule)")
+    }
+
+    @Test func replayFaultsFollowTheOutcomeTable() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let retried = try outbox.enqueue("/retried", body: "a")
+        let refused = try outbox.enqueue("/refused", body: "b")
+        // Two retryable failures, then the real upstream; a permanent one for the other write.
+        _ = try Self.addFault(outbox, #"{"applyTo":"replay","match":{"pathPrefix":"/retried"},"action":"status","status":500,"times":2}"#)
+        _ = try Self.addFault(outbox, #"{"applyTo":"replay","match":{"pathPrefix":"/refused"},"action":"status","status":400}"#)
+        try upstream.restart()
+        try outbox.drain()
+
+        let delivered = try outbox.operation(retried.id)
+        #expect(delivered.string("status") == "completed" && delivered.int("retryCount") == 2, "\(delivered)")
+        #expect(try outbox.operation(refused.id).string("status") == "failed")
+        #expect(upstream.requests.map(\.target) == ["/retried"], "\(upstream.requests)")
+        #expect(upstream.requests.first?.headers["Outbox-Attempt"] == "3")
+        let rules = try Self.faults(outbox)
+        #expect(rules.map { $0.bool("exhausted") } == [true, false], "\(rules)")
+        #expect(rules.map { $0.int("applied") } == [2, 1], "\(rules)")
+    }
+
+    @Test func resetAndTimeoutMakeTheOriginUnreachableDirectAndOnReplay() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        let outbox = try await OutboxProcess.start(
+            upstream: upstream.baseURL,
+            config: #"{"reachability": {"probeIntervalSeconds": 0.1, "responseTimeoutSeconds": 0.3}, "retry": {"preset": "immediate"}}"#)
+        _ = try Self.addFault(outbox, #"{"id":"reset","action":"reset","times":2}"#)
+        let reset = try outbox.enqueue(body: "after a reset")
+        #expect(try Self.origin(outbox)?.string("lastError") == "no response: connection reset by peer (fault)")
+        // The second reset hits the replay attempt; the third attempt goes through.
+        try outbox.drain()
+        let afterReset = try outbox.operation(reset.id)
+        #expect(afterReset.string("status") == "completed" && afterReset.int("retryCount") == 1, "\(afterReset)")
+
+        _ = try Self.addFault(outbox, #"{"id":"slow","action":"timeout","applyTo":"direct","times":1}"#)
+        let timedOut = try outbox.enqueue(body: "after a timeout")
+        #expect(try Self.origin(outbox)?.string("lastError") == "response timeout")
+        try outbox.drain()
+        #expect(try outbox.operation(timedOut.id).string("status") == "completed")
+        #expect(upstream.requests.map(\.bodyText) == ["after a reset", "after a timeout"], "\(upstream.requests)")
+    }
+
+    @Test func offlineRefusesAndHoldsTheProbesUntilTheRuleIsRemoved() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        _ = try Self.addFault(outbox, #"{"id":"cut","action":"offline"}"#)
+        let stored = try outbox.enqueue(body: "held")
+        #expect(try Self.origin(outbox)?.string("lastError") == "connect failed: connection refused (fault)")
+
+        // Several probes come and go (each moves nextProbeAt) while the real upstream is up: it
+        // stays offline and nothing is sent.
+        let firstProbe = try Self.origin(outbox)?.string("nextProbeAt")
+        var probes = Set<String>()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while probes.count < 4, ContinuousClock.now < deadline {
+            let logged = outbox.child.observed.value.stderr.count
+            if let next = try Self.origin(outbox)?.string("nextProbeAt"), next != firstProbe { probes.insert(next) }
+            await outbox.waitForActivity(after: logged)
+        }
+        #expect(probes.count >= 2, "probes did not run: \(probes)")
+        #expect(try Self.origin(outbox)?.bool("online") == false)
+        #expect(upstream.requests.isEmpty)
+
+        #expect(try JSONObject(try outbox.send("DELETE", "/admin/faults")).int("removed") == 1)
+        try outbox.drain()
+        #expect(try outbox.operation(stored.id).string("status") == "completed")
+    }
+
+    @Test func latencyWaitsThenForwardsForReal() async throws {
+        let upstream = try TestUpstream { request in .respond(.text("echo " + request.bodyText)) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        _ = try Self.addFault(outbox, #"{"action":"latency","latencySeconds":0.3}"#)
+        let started = ContinuousClock.now
+        let response = try outbox.send("PUT", "/items/1", body: "slow")
+        let elapsed = ContinuousClock.now - started
+        #expect(response.status == 200 && response.bodyText == "echo slow", "\(response)")
+        #expect(elapsed >= .milliseconds(300), "answered after \(elapsed)")
+        #expect(upstream.requests.map(\.bodyText) == ["slow"])
+    }
+
+    @Test func aSeededProbabilityGivesTheSameChoicesInTwoFreshProcesses() async throws {
+        func choices() async throws -> [Bool] {
+            let upstream = try TestUpstream { _ in .respond(.text("real")) }
+            let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+            _ = try Self.addFault(outbox, #"{"action":"status","status":418,"probability":0.5,"seed":42}"#)
+            var faulted: [Bool] = []
+            for _ in 0..<24 { faulted.append(try outbox.send("GET", "/items").status == 418) }
+            let rule = try #require(try Self.faults(outbox).first)
+            #expect(rule.int("matched") == 24 && rule.int("applied") == faulted.filter { $0 }.count, "\(rule)")
+            #expect(upstream.requests.count == faulted.filter { !$0 }.count)
+            return faulted
+        }
+        let first = try await choices()
+        let second = try await choices()
+        #expect(first == second)
+        #expect(first.contains(true) && first.contains(false), "probability 0.5 chose the same for all 24: \(first)")
+    }
+
+    @Test func forSecondsEndsTheRule() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("real")) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        _ = try Self.addFault(outbox, #"{"action":"status","status":418,"forSeconds":0.5}"#)
+        #expect(try outbox.send("GET", "/a").status == 418)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try Self.faults(outbox).first?.bool("exhausted") != true, ContinuousClock.now < deadline {
+            await outbox.waitForActivity(after: outbox.child.observed.value.stderr.count)
+        }
+        #expect(try Self.faults(outbox).first?.bool("exhausted") == true)
+        #expect(try outbox.send("GET", "/b").status == 200)
+    }
+
+    @Test("an invalid rule is a 400 naming the field", arguments: [
+        (#"{"status":503}"#, "action"),
+        (#"{"action":"explode"}"#, "action"),
+        (#"{"action":"status"}"#, "status"),
+        (#"{"action":"status","status":99}"#, "status"),
+        (#"{"action":"reset","status":503}"#, "status"),
+        (#"{"action":"latency"}"#, "latencySeconds"),
+        (#"{"action":"reset","probability":1.5}"#, "probability"),
+        (#"{"action":"reset","times":0}"#, "times"),
+        (#"{"action":"reset","applyTo":"sometimes"}"#, "applyTo"),
+        (#"{"action":"reset","match":{"origin":"ftp://x"}}"#, "match.origin"),
+        (#"{"action":"reset","match":{"pathPrefix":"v1"}}"#, "match.pathPrefix"),
+        (#"{"action":"reset","match":{"host":"x"}}"#, "match.host"),
+        (#"{"action":"reset","colour":"red"}"#, "colour"),
+        (#"not json"#, "body"),
+    ])
+    func invalidRules(rule: String, field: String) async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("real")) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let response = try outbox.send("POST", "/admin/faults", body: rule)
+        #expect(response.status == 400, "\(response)")
+        let message = try JSONObject(response).object("error")?.string("message") ?? ""
+        #expect(message.hasPrefix(field + ": "), "\(message)")
+        #expect(try Self.faults(outbox).isEmpty)
+    }
+
+    @Test func theFaultCommandsAddListAndClear() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("real")) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let added = try await AdminCommandTests.command(
+            outbox, ["fault", "add", "--id", "teapot", "--action", "status", "--status", "418", "--times", "2", "--method", "GET"])
+        #expect(added.exit == .exited(0), "\(added.stderrText)")
+        #expect(added.stdoutText == "added fault teapot: status 418 for GET, 2 times\n", "\(added.stdoutText)")
+        #expect(try outbox.send("GET", "/x").status == 418)
+
+        let listed = try await AdminCommandTests.command(outbox, ["fault", "list"])
+        #expect(listed.exit == .exited(0), "\(listed.stderrText)")
+        let rows = AdminCommandTests.lines(listed.stdoutText)
+        #expect(rows.count == 2 && rows[1].hasPrefix("teapot") && rows[1].hasSuffix("1        1        active"), "\(listed.stdoutText)")
+
+        let duplicate = try await AdminCommandTests.command(outbox, ["fault", "add", "--id", "teapot", "--action", "reset"])
+        #expect(duplicate.exit == .exited(1) && duplicate.stderrText.contains("HTTP 409"), "\(duplicate.stderrText)")
+        let invalid = try await AdminCommandTests.command(outbox, ["fault", "add", "--action", "latency"])
+        #expect(invalid.exit == .exited(1) && invalid.stderrText.contains("HTTP 400 bad_request: latencySeconds:"), "\(invalid.stderrText)")
+
+        let cleared = try await AdminCommandTests.command(outbox, ["fault", "clear"])
+        #expect(cleared.exit == .exited(0) && cleared.stdoutText == "removed 1 fault rules\n", "\(cleared.stdoutText)")
+        #expect(try outbox.send("GET", "/x").status == 200)
+    }
+}
