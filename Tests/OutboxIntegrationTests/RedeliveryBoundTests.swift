@@ -9,24 +9,24 @@ import Testing
 ///
 /// The bound is an upper one, so this can only catch a lane that runs too far ahead of the disk
 /// when the disk does fall behind; how far depends on the machine. Checked by hand with the
-/// window disabled, on two busy cores, three runs: 62 sent again at one kill in one, at most 25
-/// in the others (with the window: at most 28 in three). "Replayer: bounded redelivery" catches
-/// a missing window every time.
+/// window disabled, on two busy cores, four runs: 43 sent again at one kill in one, at most 23
+/// in the others (with the window: at most 8 in four). "Replayer: bounded redelivery" catches a
+/// missing window every time.
 @Suite("Redelivery after kill -9", .harnessThreads)
 struct RedeliveryBoundTests {
     /// Operations queued before the first replay: more than the runs below deliver, so every
     /// kill falls in the middle of the replay.
-    static let operations = 1600
+    static let operations = 500
     static let kills = 10
     /// Each run is killed once the upstream has received this many more requests: well past
     /// the bound, so a lane running ahead of the disk would show.
-    static let requestsPerRun = 150
+    static let requestsPerRun = 45
     /// The operation in flight plus the outcomes not yet on disk.
     static let bound = 1 + 32
 
     /// A response body the completed state keeps: each outcome is this much for the log to
     /// write, so the disk can fall behind deliveries on loopback as it does at real latency.
-    static let stored = [UInt8](repeating: UInt8(ascii: "s"), count: 64 << 10)
+    static let stored = [UInt8](repeating: UInt8(ascii: "s"), count: 16 << 10)
 
     /// The flapping upstream, by request number (never by time): mostly `201`, now and then a
     /// `503` (the origin goes offline, the operation is retried) or a connection dropped before
@@ -54,7 +54,7 @@ struct RedeliveryBoundTests {
         let config = OutboxProcess.fastQueueConfig(retry: #""preset": "immediate", "maxRetries": 1000"#)
         var outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
 
-        let writers = 8
+        let writers = 4
         let ledger = WaitableState(DurabilityTests.Ledger())
         DurabilityTests.startWriters(count: writers, limit: Self.operations, port: outbox.port, ledger: ledger)
         let queued = try await ledger.wait(
