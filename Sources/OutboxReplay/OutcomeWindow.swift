@@ -12,10 +12,10 @@ import Synchronization
 package final class OutcomeWindow: Sendable {
     /// The contract's bound: after a `kill -9`, per lane, at most the operation in flight plus
     /// 32 operations whose outcome was not yet on disk are sent again. A lane sends only while
-    /// fewer than this many outcomes are unwritten, so when it dies the in-flight operation
-    /// (sent with at most 31 unwritten) and the unwritten ones together stay within it. Large
-    /// enough that the lane rarely waits: a sync takes a few milliseconds, a delivery at
-    /// real-world latency about as long.
+    /// fewer than this many outcomes are unwritten, so at any instant the operation in flight
+    /// and the unwritten outcomes are at most 32 together: within that bound. Large enough
+    /// that the lane rarely waits: a sync takes about as long as one delivery at real-world
+    /// latency, and covers every outcome written meanwhile.
     package static let redeliveryBound = 32
 
     private struct State {

@@ -113,8 +113,9 @@ public actor Replayer {
                 // Re-checked after the await-free scan: a kick while we looked restarts us.
                 if kicked.contains(origin) { continue }
                 if window.unwritten > 0 {
-                    // Ends only once they are written; a kick meanwhile finds us running and
-                    // leaves its mark, and the loop looks again in any case.
+                    // Ends only once they are written (one sync, normally): new work for the
+                    // lane meanwhile waits that long, its kick leaves its mark, and the loop
+                    // looks again in any case.
                     await window.waitUntilWritten()
                     continue
                 }
