@@ -443,7 +443,7 @@ extension OutboxQueue: ReplaySource {
         if state.status.isFinished { notifyDrainWaiters() }
     }
 
-    package func recordSoon(_ id: UUID, _ state: OperationState) {
+    package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
         let woken = index.withLock { index -> [Origin] in
@@ -470,6 +470,7 @@ extension OutboxQueue: ReplaySource {
             case .failure(let error):
                 logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
             }
+            written()
         }
         if state.status.isFinished { notifyDrainWaiters() }
     }

@@ -10,11 +10,19 @@ package protocol ReplaySource: Sendable {
     /// Applies the new state now and writes it behind the caller's back: the lane goes on
     /// while the group commit persists it. A crash before that write is durable replays the
     /// operation once more with the same idempotency key — at-least-once delivery for
-    /// operations in flight.
-    func recordSoon(_ id: UUID, _ state: OperationState)
+    /// operations in flight. `written` runs once the record is on disk, or once writing it
+    /// failed (logged here): either way the caller stops waiting for it.
+    func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void)
     /// Origins with operations that are not finished.
     var originsWithWork: [Origin] { get }
     var forcedOffline: Bool { get }
+}
+
+extension ReplaySource {
+    /// `recordSoon` for a state whose write nobody waits for.
+    package func recordSoon(_ id: UUID, _ state: OperationState) {
+        recordSoon(id, state, written: {})
+    }
 }
 
 /// The next thing a lane should do.

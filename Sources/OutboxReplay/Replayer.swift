@@ -16,7 +16,9 @@ package protocol ReplayTransport: Sendable {
 ///
 /// A lane runs while its origin has work and is online; it parks while the origin is offline
 /// (the reachability probe wakes it), while the admin switch says offline, or until the next
-/// retry is due. `kick` wakes a parked lane (new operation, origin back, flush).
+/// retry is due. `kick` wakes a parked lane (new operation, origin back, flush). Outcomes are
+/// written behind the lane, which runs at most ``OutcomeWindow/redeliveryBound`` of them ahead
+/// of the disk: what a `kill -9` makes it send again.
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -95,7 +97,12 @@ public actor Replayer {
     }
 
     private func runLane(_ origin: Origin) async {
+        // The lane's outcomes not yet on disk. It lives as long as this run of the lane, and the
+        // run ends only once they are written, so a lane started again starts with none.
+        let window = OutcomeWindow()
         while true {
+            // Before choosing work, so that what is chosen is current when it is sent.
+            await window.waitForRoom()
             kicked.remove(origin)
             if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin) {
                 await park(origin, until: nil)
@@ -105,6 +112,13 @@ public actor Replayer {
             case .idle:
                 // Re-checked after the await-free scan: a kick while we looked restarts us.
                 if kicked.contains(origin) { continue }
+                if window.unwritten > 0 {
+                    // Ends only once they are written (one sync, normally): new work for the
+                    // lane meanwhile waits that long, its kick leaves its mark, and the loop
+                    // looks again in any case.
+                    await window.waitUntilWritten()
+                    continue
+                }
                 running.remove(origin)
                 return
             case .wait(let until):
@@ -112,7 +126,7 @@ public actor Replayer {
             case .failDependent(let id, let state):
                 await source.record(id, ReplayTransition.failDependency(current: state))
             case .attempt(let id, let request, let state):
-                await attempt(id, request, state, origin: origin)
+                await attempt(id, request, state, origin: origin, window: window)
             }
         }
     }
@@ -139,7 +153,8 @@ public actor Replayer {
         parked.removeValue(forKey: origin)?.resume()
     }
 
-    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin) async {
+    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin,
+                         window: OutcomeWindow) async {
         let started = now()
         if let expired = ReplayTransition.expire(current: state, createdAt: request.createdAt, now: started,
                                                  ttlSeconds: Double(ttlMillis) / 1000) {
@@ -147,7 +162,11 @@ public actor Replayer {
             return
         }
         let inProgress = ReplayTransition.startAttempt(current: state, now: started)
-        // Recovery turns inProgress back into pending anyway: no need to wait for this one.
+        // Not counted in the window, whose bound is on what a crash sends again: recovery turns
+        // inProgress back into pending, so on disk or not, this record changes nothing a restart
+        // sends. Until the attempt's outcome is on disk the operation is sent again anyway, as
+        // the one in flight or as one whose outcome the window counts; and the log keeps append
+        // order, so once that outcome is on disk this record is too.
         source.recordSoon(id, inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
@@ -177,7 +196,7 @@ public actor Replayer {
                                    "error": next.lastError ?? "-"])
         }
         metrics?.replayed(next.status)
-        source.recordSoon(id, next)
+        source.recordSoon(id, next, written: window.track())
     }
 }
 

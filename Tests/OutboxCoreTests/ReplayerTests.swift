@@ -23,9 +23,14 @@ struct ReplayerTests {
         }
         let operations: Mutex<[Stored]>
         let recorded = Mutex<[(UUID, OperationState)]>([])
+        /// With `holdsWrites`, the write confirmations of `recordSoon` wait here, oldest first,
+        /// until the test gives them: a log whose syncs lag behind the lane.
+        let heldWrites = Mutex<[(state: OperationState, written: @Sendable () -> Void)]>([])
+        let holdsWrites: Bool
 
-        init(_ requests: [OperationRequest]) {
+        init(_ requests: [OperationRequest], holdsWrites: Bool = false) {
             operations = Mutex(requests.map { Stored(request: $0) })
+            self.holdsWrites = holdsWrites
         }
 
         func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
@@ -37,13 +42,14 @@ struct ReplayerTests {
             }
         }
 
-        func record(_ id: UUID, _ state: OperationState) async { recordSoon(id, state) }
+        func record(_ id: UUID, _ state: OperationState) async { recordSoon(id, state, written: {}) }
 
-        func recordSoon(_ id: UUID, _ state: OperationState) {
+        func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
             operations.withLock { list in
                 if let index = list.firstIndex(where: { $0.request.id == id }) { list[index].state = state }
             }
             recorded.withLock { $0.append((id, state)) }
+            if holdsWrites { heldWrites.withLock { $0.append((state, written)) } } else { written() }
         }
 
         var originsWithWork: [Origin] { [ReplayerTests.origin] }
@@ -78,7 +84,7 @@ struct ReplayerTests {
                                 priority: .normal, tag: nil, dependsOn: nil, createdAt: createdAt)
     }
 
-    static func replayer(source: ScriptedSource, transport: ScriptedTransport, clock: ManualReplayClock,
+    static func replayer(source: ScriptedSource, transport: ReplayTransport, clock: ManualReplayClock,
                          retry: OutboxConfig.Retry) -> Replayer {
         Replayer(source: source, client: transport,
                  reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),

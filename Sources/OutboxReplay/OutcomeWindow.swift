@@ -1,0 +1,102 @@
+import Synchronization
+
+/// Bounds how far one lane's attempt outcomes may trail the disk.
+///
+/// A lane records each outcome (the final state, or the retry it schedules) behind its own
+/// back: the group commit writes it while the lane goes on, so one sync covers many
+/// deliveries. A `kill -9` forgets every outcome not yet on disk, and those operations are sent
+/// again after the restart. The window caps them: the lane ``track()``s each outcome it hands
+/// to the log, the log's confirmation (or its failure) settles it, and before its next send the
+/// lane ``waitForRoom()``s while `capacity` outcomes are unsettled. One lane sends one operation
+/// at a time, so one window has at most one waiter for room.
+package final class OutcomeWindow: Sendable {
+    /// The contract's bound: after a `kill -9`, per lane, at most the operation in flight plus
+    /// 32 operations whose outcome was not yet on disk are sent again. A lane sends only while
+    /// fewer than this many outcomes are unwritten, so at any instant the operation in flight
+    /// and the unwritten outcomes are at most 32 together: within that bound. Large enough
+    /// that the lane rarely waits: a sync takes about as long as one delivery at real-world
+    /// latency, and covers every outcome written meanwhile.
+    package static let redeliveryBound = 32
+
+    private struct State {
+        var unwritten = 0
+        var roomWaiters: [CheckedContinuation<Void, Never>] = []
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    package let capacity: Int
+    private let state = Mutex(State())
+
+    package init(capacity: Int = OutcomeWindow.redeliveryBound) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// Outcomes tracked and not yet settled.
+    package var unwritten: Int { state.withLock { $0.unwritten } }
+
+    /// Callers held in ``waitForRoom()`` or ``waitUntilWritten()`` (tests look, to know a lane is held).
+    package var waiting: Int { state.withLock { $0.roomWaiters.count + $0.drainWaiters.count } }
+
+    /// Returns once fewer than `capacity` outcomes are unwritten: at once in the common case,
+    /// without leaving the caller's actor (the lane asks before every send).
+    package func waitForRoom(isolation: isolated (any Actor)? = #isolation) async {
+        let capacity = self.capacity
+        if state.withLock({ $0.unwritten < capacity }) { return }
+        await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
+            // Settled between the look above and now: go on rather than wait for the next one.
+            let admitted = state.withLock { state -> Bool in
+                if state.unwritten < capacity { return true }
+                state.roomWaiters.append(continuation)
+                return false
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+
+    /// Returns once every tracked outcome is settled (a lane ends only then, so the next run
+    /// of the lane starts with none unwritten and the bound holds across runs).
+    package func waitUntilWritten(isolation: isolated (any Actor)? = #isolation) async {
+        if state.withLock({ $0.unwritten == 0 }) { return }
+        await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.unwritten == 0 { return true }
+                state.drainWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// Counts one more outcome as unwritten and returns what settles it: the log calls that
+    /// once the record is on disk, or once writing it failed (a failed write must not hold the
+    /// lane forever; the failure itself is logged where it happens). Settling twice counts once.
+    package func track() -> @Sendable () -> Void {
+        state.withLock { $0.unwritten += 1 }
+        let once = Once()
+        return { [self] in
+            if once.first() { settle() }
+        }
+    }
+
+    private final class Once: Sendable {
+        private let done = Atomic<Bool>(false)
+        func first() -> Bool { !done.exchange(true, ordering: .relaxed) }
+    }
+
+    private func settle() {
+        let capacity = self.capacity
+        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.unwritten -= 1
+            var woken: [CheckedContinuation<Void, Never>] = []
+            if state.unwritten < capacity, !state.roomWaiters.isEmpty {
+                woken.append(state.roomWaiters.removeFirst())
+            }
+            if state.unwritten == 0 {
+                woken += state.drainWaiters
+                state.drainWaiters = []
+            }
+            return woken
+        }
+        for continuation in woken { continuation.resume() }
+    }
+}

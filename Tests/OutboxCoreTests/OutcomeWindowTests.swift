@@ -1,0 +1,91 @@
+import Foundation
+@testable import OutboxReplay
+import Synchronization
+import Testing
+
+/// The window that bounds a lane's unwritten outcomes: room while fewer than its capacity are
+/// unwritten, a held caller let go by the first settlement, and a drain for the lane's end.
+@Suite("Outcome window")
+struct OutcomeWindowTests {
+    /// Yields until `condition` holds (bounded): the window's waiters register on another task.
+    static func eventually(_ condition: () -> Bool) async {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !condition() && ContinuousClock.now < deadline { await Task.yield() }
+    }
+
+    @Test func theContractsBoundIsTheDefaultCapacity() {
+        #expect(OutcomeWindow.redeliveryBound == 32)
+        #expect(OutcomeWindow().capacity == 32)
+    }
+
+    @Test func roomWhileFewerThanCapacityAreUnwritten_ThenTheCallerWaitsUntilOneSettles() async {
+        let window = OutcomeWindow(capacity: 3)
+        var settlements: [@Sendable () -> Void] = []
+        for _ in 0..<3 {
+            await window.waitForRoom()  // returns at once: fewer than 3 unwritten
+            settlements.append(window.track())
+        }
+        #expect(window.unwritten == 3)
+
+        let admitted = Atomic<Bool>(false)
+        let waiter = Task {
+            await window.waitForRoom()
+            admitted.store(true, ordering: .relaxed)
+        }
+        await Self.eventually { window.waiting == 1 }
+        #expect(window.waiting == 1, "a full window let the caller through")
+        let early = admitted.load(ordering: .relaxed)
+        #expect(!early)
+
+        settlements[1]()
+        await waiter.value
+        let late = admitted.load(ordering: .relaxed)
+        #expect(late)
+        #expect(window.unwritten == 2)
+        #expect(window.waiting == 0)
+    }
+
+    @Test func settlingTwice_FreesOneSlot() async {
+        let window = OutcomeWindow(capacity: 2)
+        let first = window.track()
+        _ = window.track()
+        first()
+        first()
+        #expect(window.unwritten == 1)
+    }
+
+    @Test func waitUntilWritten_ReturnsOnceEveryTrackedOutcomeIsSettled() async {
+        let window = OutcomeWindow(capacity: 4)
+        await window.waitUntilWritten()  // nothing tracked: at once
+        let a = window.track()
+        let b = window.track()
+        let drained = Atomic<Bool>(false)
+        let waiter = Task {
+            await window.waitUntilWritten()
+            drained.store(true, ordering: .relaxed)
+        }
+        await Self.eventually { window.waiting == 1 }
+        a()
+        #expect(window.unwritten == 1)
+        #expect(window.waiting == 1)
+        let early = drained.load(ordering: .relaxed)
+        #expect(!early, "drained with one outcome still unwritten")
+        b()
+        await waiter.value
+        let late = drained.load(ordering: .relaxed)
+        #expect(late)
+        #expect(window.unwritten == 0)
+    }
+
+    @Test func settlementsFromOtherThreads_EachFreeTheirSlot() async {
+        let window = OutcomeWindow(capacity: 8)
+        let settlements = (0..<64).map { _ in window.track() }
+        // The log settles on its writer thread: here many threads at once.
+        await withTaskGroup(of: Void.self) { group in
+            for settle in settlements { group.addTask { settle() } }
+        }
+        #expect(window.unwritten == 0)
+        await window.waitForRoom()
+        await window.waitUntilWritten()
+    }
+}
