@@ -11,12 +11,17 @@ package protocol ReplayTransport: Sendable {
               maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
 }
 
-/// Delivers stored operations, one lane per origin: one operation at a time per
-/// origin, in the queue's order, with backoff between retries; origins replay independently.
+/// Delivers stored operations: per origin, up to `maxConcurrentPerOrigin` lanes at the same
+/// time, one operation at a time within a lane, in the queue's order, with backoff between
+/// retries; origins replay independently. Which lane goes next is the queue's choice
+/// (`ReplaySource.nextWork`); the replayer only bounds how many attempts run at once.
 ///
-/// A lane runs while its origin has work and is online; it parks while the origin is offline
-/// (the reachability probe wakes it), while the admin switch says offline, or until the next
-/// retry is due. `kick` wakes a parked lane (new operation, origin back, flush).
+/// Each origin has one scheduling loop. It runs while the origin has work and is online, and
+/// starts an attempt whenever a slot is free and the queue names a lane that may go; each
+/// attempt then runs as its own task. The loop parks while the origin is offline (the
+/// reachability probe wakes it), while the admin switch says offline, while every slot is
+/// busy (a finished attempt wakes it), or until the next retry is due. `kick` wakes a parked
+/// loop (new operation, origin back, flush).
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -27,9 +32,15 @@ public actor Replayer {
     private let logger: Logger
     private let clock: ReplayClock
     private let metrics: Metrics?
+    private let maxConcurrentPerOrigin: Int
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
+    /// Attempts in flight per origin (one per lane).
+    private var attempts: [Origin: Int] = [:]
+    /// The earliest timer already set to wake each origin's loop, so that a loop parking again
+    /// and again for the same retry does not start a sleeper each time.
+    private var timers: [Origin: Int64] = [:]
     /// Origins with work recovered at startup whose first probe has not answered yet.
     private var unprobed: Set<Origin> = []
     private var random = SystemRandomNumberGenerator()
@@ -39,10 +50,12 @@ public actor Replayer {
 
     /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
     ///   backoff is stepped through instead of slept through.
+    /// - Parameter maxConcurrentPerOrigin: lanes of one origin delivered at the same time (≥ 1).
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
-         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil) {
+         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8) {
         self.metrics = metrics
+        self.maxConcurrentPerOrigin = max(1, maxConcurrentPerOrigin)
         self.source = source
         self.client = client
         self.reachability = reachability
@@ -75,35 +88,40 @@ public actor Replayer {
         if reachable { kick(origin) }
     }
 
-    /// Wakes `origin`'s lane, starting it if needed.
+    /// Wakes `origin`'s loop, starting it if needed.
     package func kick(_ origin: Origin) {
         if let waiter = parked.removeValue(forKey: origin) {
             waiter.resume()
             return
         }
         if running.contains(origin) {
-            // Busy with an attempt: look again before parking.
+            // Busy starting an attempt or recording: look again before parking.
             kicked.insert(origin)
             return
         }
         running.insert(origin)
-        Task { await self.runLane(origin) }
+        Task { await self.runOrigin(origin) }
     }
 
     package func kickAll() {
         for origin in Set(source.originsWithWork).union(running) { kick(origin) }
     }
 
-    private func runLane(_ origin: Origin) async {
+    private func runOrigin(_ origin: Origin) async {
         while true {
             kicked.remove(origin)
-            if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin) {
+            let inFlight = attempts[origin, default: 0]
+            if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin)
+                || inFlight >= maxConcurrentPerOrigin {
                 await park(origin, until: nil)
                 continue
             }
             switch source.nextWork(for: origin, now: now()) {
+            case .idle where inFlight > 0:
+                // Every lane with work is in flight: the next one to finish wakes the loop.
+                await park(origin, until: nil)
             case .idle:
-                // Re-checked after the await-free scan: a kick while we looked restarts us.
+                // Re-checked after the await-free look: a kick while we looked restarts us.
                 if kicked.contains(origin) { continue }
                 running.remove(origin)
                 return
@@ -112,22 +130,27 @@ public actor Replayer {
             case .failDependent(let id, let state):
                 await source.record(id, ReplayTransition.failDependency(current: state))
             case .attempt(let id, let request, let state):
-                await attempt(id, request, state, origin: origin)
+                await start(id, request, state, origin: origin)
             }
         }
     }
 
-    /// Parks the lane until kicked or, with a deadline, until then.
+    /// Parks the loop until kicked or, with a deadline, until then.
     private func park(_ origin: Origin, until deadline: Int64?) async {
         if kicked.contains(origin) { return }
         if let deadline {
             if deadline <= now() { return }
-            let clock = self.clock
-            Task {
-                // Cancelled, the sleep only ends early, and an early wake only makes the lane look
-                // again (this task runs on the actor).
-                try? await clock.sleep(until: deadline)
-                self.wake(origin)
+            if let set = timers[origin], set <= deadline, set > now() {
+                // An earlier timer is running: it wakes the loop, which then parks again for this one.
+            } else {
+                timers[origin] = deadline
+                let clock = self.clock
+                Task {
+                    // Cancelled, the sleep only ends early, and an early wake only makes the loop look
+                    // again (this task runs on the actor).
+                    try? await clock.sleep(until: deadline)
+                    self.timerFired(origin, deadline: deadline)
+                }
             }
         }
         await withCheckedContinuation { continuation in
@@ -135,11 +158,14 @@ public actor Replayer {
         }
     }
 
-    private func wake(_ origin: Origin) {
+    private func timerFired(_ origin: Origin, deadline: Int64) {
+        if timers[origin] == deadline { timers[origin] = nil }
         parked.removeValue(forKey: origin)?.resume()
     }
 
-    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin) async {
+    /// Starts an attempt of `id`: marks it in progress before the loop asks the queue again
+    /// (so its lane is busy and not named twice), then sends it in a task of its own.
+    private func start(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin) async {
         let started = now()
         if let expired = ReplayTransition.expire(current: state, createdAt: request.createdAt, now: started,
                                                  ttlSeconds: Double(ttlMillis) / 1000) {
@@ -149,6 +175,12 @@ public actor Replayer {
         let inProgress = ReplayTransition.startAttempt(current: state, now: started)
         // Recovery turns inProgress back into pending anyway: no need to wait for this one.
         source.recordSoon(id, inProgress)
+        attempts[origin, default: 0] += 1
+        Task { await self.attempt(id, request, state, inProgress, origin: origin) }
+    }
+
+    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, _ inProgress: OperationState,
+                         origin: Origin) async {
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
         let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)
@@ -178,6 +210,10 @@ public actor Replayer {
         }
         metrics?.replayed(next.status)
         source.recordSoon(id, next)
+        // Re-read after the await: other attempts of the origin started and ended meanwhile.
+        attempts[origin, default: 1] -= 1
+        if attempts[origin] == 0 { attempts[origin] = nil }
+        kick(origin)
     }
 }
 
