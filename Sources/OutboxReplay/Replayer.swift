@@ -17,11 +17,11 @@ package protocol ReplayTransport: Sendable {
 /// (`ReplaySource.nextWork`); the replayer only bounds how many attempts run at once.
 ///
 /// Each origin has one scheduling loop. It runs while the origin has work and is online, and
-/// starts an attempt whenever a slot is free and the queue names a lane that may go; each
-/// attempt then runs as its own task. The loop parks while the origin is offline (the
-/// reachability probe wakes it), while the admin switch says offline, while every slot is
-/// busy (a finished attempt wakes it), or until the next retry is due. `kick` wakes a parked
-/// loop (new operation, origin back, flush).
+/// starts a worker whenever a slot is free and the queue names a lane that may go; a worker
+/// sends that operation, then the next one the queue names, until nothing can start at once.
+/// The loop parks while the origin is offline (the reachability probe wakes it), while the
+/// admin switch says offline, while every slot is busy (a worker that stops wakes it), or
+/// until the next retry is due. `kick` wakes a parked loop (new operation, origin back, flush).
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -36,8 +36,8 @@ public actor Replayer {
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
-    /// Attempts in flight per origin (one per lane).
-    private var attempts: [Origin: Int] = [:]
+    /// Attempt slots in use per origin: workers, each sending one operation at a time.
+    private var workers: [Origin: Int] = [:]
     /// The earliest timer already set to wake each origin's loop, so that a loop parking again
     /// and again for the same retry does not start a sleeper each time.
     private var timers: [Origin: Int64] = [:]
@@ -110,15 +110,14 @@ public actor Replayer {
     private func runOrigin(_ origin: Origin) async {
         while true {
             kicked.remove(origin)
-            let inFlight = attempts[origin, default: 0]
-            if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin)
-                || inFlight >= maxConcurrentPerOrigin {
+            let inFlight = workers[origin, default: 0]
+            if isBlocked(origin) || inFlight >= maxConcurrentPerOrigin {
                 await park(origin, until: nil)
                 continue
             }
             switch source.nextWork(for: origin, now: now()) {
             case .idle where inFlight > 0:
-                // Every lane with work is in flight: the next one to finish wakes the loop.
+                // Every lane with work is in flight: a worker that runs out of work wakes the loop.
                 await park(origin, until: nil)
             case .idle:
                 // Re-checked after the await-free look: a kick while we looked restarts us.
@@ -130,9 +129,20 @@ public actor Replayer {
             case .failDependent(let id, let state):
                 await source.record(id, ReplayTransition.failDependency(current: state))
             case .attempt(let id, let request, let state):
-                await start(id, request, state, origin: origin)
+                guard let attempt = begin(id, request, state) else {
+                    if let expired = expiry(of: request, state) { await source.record(id, expired) }
+                    continue
+                }
+                workers[origin, default: 0] += 1
+                Task { await self.work(attempt, origin: origin) }
             }
         }
+    }
+
+    /// Whether `origin`'s attempts must not start now: the admin switch says offline, the
+    /// origin is offline, or its first probe after a restart has not answered.
+    private func isBlocked(_ origin: Origin) -> Bool {
+        source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin)
     }
 
     /// Parks the loop until kicked or, with a deadline, until then.
@@ -163,24 +173,49 @@ public actor Replayer {
         parked.removeValue(forKey: origin)?.resume()
     }
 
-    /// Starts an attempt of `id`: marks it in progress before the loop asks the queue again
-    /// (so its lane is busy and not named twice), then sends it in a task of its own.
-    private func start(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin) async {
-        let started = now()
-        if let expired = ReplayTransition.expire(current: state, createdAt: request.createdAt, now: started,
-                                                 ttlSeconds: Double(ttlMillis) / 1000) {
-            await source.record(id, expired)
-            return
-        }
-        let inProgress = ReplayTransition.startAttempt(current: state, now: started)
-        // Recovery turns inProgress back into pending anyway: no need to wait for this one.
-        source.recordSoon(id, inProgress)
-        attempts[origin, default: 0] += 1
-        Task { await self.attempt(id, request, state, inProgress, origin: origin) }
+    /// An operation the loop or a worker took: marked in progress, to be sent.
+    private struct Attempt: Sendable {
+        var id: UUID
+        var request: OperationRequest
+        /// The state it was taken in (its retry count numbers the attempt).
+        var state: OperationState
+        var inProgress: OperationState
     }
 
-    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, _ inProgress: OperationState,
-                         origin: Origin) async {
+    private func expiry(of request: OperationRequest, _ state: OperationState) -> OperationState? {
+        ReplayTransition.expire(current: state, createdAt: request.createdAt, now: now(), ttlSeconds: Double(ttlMillis) / 1000)
+    }
+
+    /// Marks `id` in progress, so that its lane is busy before anyone asks the queue again;
+    /// nil when it expired instead (the loop records that).
+    private func begin(_ id: UUID, _ request: OperationRequest, _ state: OperationState) -> Attempt? {
+        guard expiry(of: request, state) == nil else { return nil }
+        let inProgress = ReplayTransition.startAttempt(current: state, now: now())
+        // Recovery turns inProgress back into pending anyway: no need to wait for this one.
+        source.recordSoon(id, inProgress)
+        return Attempt(id: id, request: request, state: state, inProgress: inProgress)
+    }
+
+    /// One of the origin's attempt slots: sends `first`, then goes on with whatever lane the
+    /// queue names next, until nothing can start at once; then it wakes the loop, which
+    /// handles waiting, expiry and dependency failures. Taking the next operation here rather
+    /// than in the loop saves a task switch per operation on a lane with a backlog.
+    private func work(_ first: Attempt, origin: Origin) async {
+        var attempt = first
+        while true {
+            await send(attempt, origin: origin)
+            // Re-checked after the await: the origin may have gone offline meanwhile.
+            guard !isBlocked(origin), case .attempt(let id, let request, let state) = source.nextWork(for: origin, now: now()),
+                  let next = begin(id, request, state) else { break }
+            attempt = next
+        }
+        workers[origin, default: 1] -= 1
+        if workers[origin] == 0 { workers[origin] = nil }
+        kick(origin)
+    }
+
+    private func send(_ attempt: Attempt, origin: Origin) async {
+        let (id, request, state, inProgress) = (attempt.id, attempt.request, attempt.state, attempt.inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
         let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)
@@ -210,10 +245,6 @@ public actor Replayer {
         }
         metrics?.replayed(next.status)
         source.recordSoon(id, next)
-        // Re-read after the await: other attempts of the origin started and ended meanwhile.
-        attempts[origin, default: 1] -= 1
-        if attempts[origin] == 0 { attempts[origin] = nil }
-        kick(origin)
     }
 }
 
