@@ -382,7 +382,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         let request = QueueDecision.Request(
             key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
-            laneHasQueued: queue.hasQueued(origin, orderingKey: control.orderingKey), forceQueue: control.forceQueue, dependency: dependency(in: queue))
+            laneHasQueued: queue.hasQueued(origin, orderingKey: control.orderingKey), forceQueue: control.forceQueue,
+            dependency: dependency(in: queue))
         carryOut(QueueDecision.decide(request), queue)
     }
 

@@ -150,9 +150,10 @@ public actor Replayer {
         if kicked.contains(origin) { return }
         if let deadline {
             if deadline <= now() { return }
-            if let set = timers[origin], set <= deadline, set > now() {
-                // An earlier timer is running: it wakes the loop, which then parks again for this one.
-            } else {
+            // A timer still running for an earlier time wakes the loop, which then parks again
+            // for this one: no second sleeper.
+            let covered = timers[origin].map { $0 <= deadline && $0 > now() } ?? false
+            if !covered {
                 timers[origin] = deadline
                 let clock = self.clock
                 Task {
