@@ -40,6 +40,7 @@ enum ForwardedHeaderKind {
     private static let outboxPriorityName = bytes("outbox-priority")
     private static let outboxDependsOnName = bytes("outbox-depends-on")
     private static let outboxAttemptName = bytes("outbox-attempt")
+    private static let outboxOrderingKeyName = bytes("outbox-ordering-key")
     private static let contentLengthName = bytes("content-length")
 
     /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
@@ -63,7 +64,7 @@ enum ForwardedHeaderKind {
             kind = matches(transferEncodingName) ? .hopByHop : matches(xForwardedProtoName) ? .forwardedProto
                 : matches(outboxDependsOnName) ? .control : .keep
         case 18: kind = matches(proxyAuthenticateName) ? .hopByHop : .keep
-        case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : .keep
+        case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : matches(outboxOrderingKeyName) ? .control : .keep
         default: kind = .keep
         }
         if kind == .keep && !connectionTokens.isEmpty {

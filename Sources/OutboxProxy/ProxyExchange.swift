@@ -385,7 +385,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         let request = QueueDecision.Request(
             key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
-            laneHasQueued: queue.hasQueued(origin), forceQueue: control.forceQueue, dependency: dependency(in: queue))
+            laneHasQueued: queue.hasQueued(origin, orderingKey: control.orderingKey), forceQueue: control.forceQueue,
+            dependency: dependency(in: queue))
         carryOut(QueueDecision.decide(request), queue)
     }
 
@@ -468,7 +469,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             id: UUID(), origin: origin, method: head.method, target: upstreamHead.target,
             headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: idempotencyKey,
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
-            createdAt: WallClock.millis())
+            createdAt: WallClock.millis(), orderingKey: control.orderingKey)
         let bound = LoopBound(value: self, loop: client.loop)
         queue.enqueue(request) { result in
             bound.loop.execute { bound.value.storeFinished(result) }

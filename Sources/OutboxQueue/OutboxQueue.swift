@@ -191,7 +191,7 @@ public final class OutboxQueue: Sendable {
         OperationSnapshot(id: entry.id, origin: entry.origin, method: request?.method ?? "", target: request?.target ?? "",
                           idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
                           priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
-                          state: state ?? entry.state)
+                          orderingKey: entry.orderingKey, state: state ?? entry.state)
     }
 
     /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
@@ -282,8 +282,8 @@ extension OutboxQueue: QueueGateway {
         if !value, let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
     }
 
-    package func hasQueued(_ origin: Origin) -> Bool {
-        index.withLock { $0.hasQueued(origin: origin) }
+    package func hasQueued(_ origin: Origin, orderingKey: String?) -> Bool {
+        index.withLock { $0.hasQueued(origin: origin, orderingKey: orderingKey) }
     }
 
     package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
@@ -500,14 +500,19 @@ extension OutboxQueue: AdminQueueSource {
 
     package var storageBytes: Int { log.diskBytes }
 
+    package func activeLanes(origin: Origin) -> Int {
+        index.withLock { $0.activeLanes(origin: origin) }
+    }
+
     package func unfinishedCount(origin: Origin) -> Int {
         index.withLock { $0.count(of: .pending, origin: origin) + $0.count(of: .inProgress, origin: origin) }
     }
 
-    package func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
+    package func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
+                      limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
         let originValue = origin.flatMap { Origin.parseAbsolute($0 + "/")?.0 }
         if origin != nil && originValue == nil { return ([], nil) }
-        let filter = QueueIndex<OperationRecords>.Filter(status: status, tag: tag, origin: originValue)
+        let filter = QueueIndex<OperationRecords>.Filter(status: status, tag: tag, origin: originValue, orderingKey: orderingKey)
         let page: QueueIndex<OperationRecords>.Page? = index.withLock { index in
             if let after { return index.list(filter, after: after, limit: limit) }
             return index.list(filter, limit: limit)
