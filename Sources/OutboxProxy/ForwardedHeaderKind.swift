@@ -42,9 +42,26 @@ enum ForwardedHeaderKind {
     private static let outboxAttemptName = bytes("outbox-attempt")
     private static let contentLengthName = bytes("content-length")
 
-    /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
-    /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
-    static func classify(_ name: UnsafeBufferPointer<UInt8>, connectionTokens: [String]) -> ForwardedHeaderKind {
+    /// The field names a message's `Connection` fields list: hop-by-hop for that message only
+    /// (RFC 9110 §7.6.1). Looked up in the message's own bytes, so a head with `Connection:
+    /// keep-alive` costs no String and no array per rewrite.
+    struct ConnectionOptions {
+        private let headers: HTTPHeaders
+        private let present: Bool
+
+        init(of headers: HTTPHeaders) {
+            self.headers = headers
+            present = headers.contains("Connection")
+        }
+
+        /// Whether `name` (any case) is listed.
+        func lists(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+            present && connectionName.withUnsafeBufferPointer { headers.containsToken(name, in: $0) }
+        }
+    }
+
+    /// Classifies a field name (any case); a name that `connection` lists is hop-by-hop.
+    static func classify(_ name: UnsafeBufferPointer<UInt8>, connection: ConnectionOptions) -> ForwardedHeaderKind {
         func matches(_ candidate: [UInt8]) -> Bool {
             candidate.withUnsafeBufferPointer { HTTPByte.equalsIgnoringCase(name, $0) }
         }
@@ -66,12 +83,7 @@ enum ForwardedHeaderKind {
         case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : .keep
         default: kind = .keep
         }
-        if kind == .keep && !connectionTokens.isEmpty {
-            for token in connectionTokens {
-                var token = token
-                if token.withUTF8({ HTTPByte.equalsIgnoringCase(name, $0) }) { return .hopByHop }
-            }
-        }
+        if kind == .keep && connection.lists(name) { return .hopByHop }
         return kind
     }
 }
