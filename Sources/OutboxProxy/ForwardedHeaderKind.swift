@@ -47,16 +47,23 @@ enum ForwardedHeaderKind {
     /// keep-alive` costs no String and no array per rewrite.
     struct ConnectionOptions {
         private let headers: HTTPHeaders
-        private let present: Bool
+        /// `Connection` lists an option besides `keep-alive`.
+        private let listsMoreThanKeepAlive: Bool
 
         init(of headers: HTTPHeaders) {
             self.headers = headers
-            present = headers.contains("Connection")
+            // `keep-alive`, the one option most heads carry, names a field that is hop-by-hop
+            // by name already: a head listing nothing else needs no lookup per field.
+            listsMoreThanKeepAlive = connectionName.withUnsafeBufferPointer { connection in
+                keepAliveName.withUnsafeBufferPointer { keepAlive in
+                    headers.containsToken(in: connection) { !HTTPByte.equalsIgnoringCase($0, keepAlive) }
+                }
+            }
         }
 
         /// Whether `name` (any case) is listed.
         func lists(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-            present && connectionName.withUnsafeBufferPointer { headers.containsToken(name, in: $0) }
+            listsMoreThanKeepAlive && connectionName.withUnsafeBufferPointer { headers.containsToken(name, in: $0) }
         }
     }
 

@@ -18,9 +18,9 @@ final class ProxyLoop {
     /// Emptied header lists of finished heads, reused for the next heads this loop rewrites
     /// (upstream requests, client responses): steady traffic then builds them without malloc.
     private var spareHeaders: [HTTPHeaders] = []
-    private static let maxSpareHeaders = 8
+    private static let maxSpareHeaders = 64
     /// A list grown by an unusually large head is let go rather than kept per loop.
-    private static let maxSpareHeaderBytes = 16 * 1024
+    private static let maxSpareHeaderBytes = 8 * 1024
     private(set) var draining = false
     private var reportedDrained = false
 
