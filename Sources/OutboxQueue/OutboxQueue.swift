@@ -5,13 +5,6 @@ import OutboxStorage
 import OutboxTelemetry
 import Synchronization
 
-/// Where an operation's records are in the log: the `created` record (request, body) and
-/// the latest `updated` record (state, stored response).
-public struct OperationRecords: Sendable, Equatable {
-    public var created: RecordLocation
-    public var state: RecordLocation?
-}
-
 /// The durable queue: the log on disk, the index in memory, and the rules that join them.
 /// Every change is written to the log first and applied to the index only
 /// after its fdatasync, so the index never shows what a crash could lose.
@@ -90,9 +83,27 @@ public final class OutboxQueue: Sendable {
         Task { await replayer.startAll() }
     }
 
+    /// Origins to kick that no kick task has taken yet.
+    private let kicksDue = Mutex<Set<Origin>>([])
+
+    /// Kicks the origins' lanes. A group commit completes dozens of enqueues at once: they
+    /// share one task, which takes every origin added before it runs, instead of one task and
+    /// one replayer hop each.
     private func wake(_ origins: [Origin]) {
         guard !origins.isEmpty, let replayer = replayer.withLock({ $0 }) else { return }
-        Task { for origin in origins { await replayer.kick(origin) } }
+        let first = kicksDue.withLock { due -> Bool in
+            let wasEmpty = due.isEmpty
+            due.formUnion(origins)
+            return wasEmpty
+        }
+        guard first else { return }
+        Task {
+            let due = kicksDue.withLock { due -> Set<Origin> in
+                defer { due.removeAll() }
+                return due
+            }
+            for origin in due { await replayer.kick(origin) }
+        }
     }
 
     /// Writes what is pending and stops the writer (SIGTERM).

@@ -95,18 +95,20 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         case inFlight
     }
 
-    /// The stored form of an entry; field order packs the 1-byte-aligned UUID optional and the
-    /// small fields into what would otherwise be padding.
+    /// The stored form of an entry, 128 bytes with `OperationRecords` as the locator (a million
+    /// records in a 2^20-slot array: 128 MiB). Fields most operations never set (tag, last
+    /// error, dependency) live in one `Extras` box that is nil for an operation
+    /// with none of them, so they cost 8 bytes instead of ~50; a further rarely-set field
+    /// belongs there too, not inline. Field order puts the 17-byte key and the 1-byte fields
+    /// into what would otherwise be padding.
     struct Record: Sendable {
         var id: UUID
         var sequence: UInt64
         var createdAt: Int64
         var lastAttemptAt: Int64
         var nextAttemptAt: Int64
-        var tag: String?
-        var lastError: String?
+        var extras: Extras?
         var key: IndexedKey
-        var dependsOn: UUID?
         /// nil: removed (a tombstone awaiting compaction).
         var status: OperationStatus?
         var priority: OperationPriority
@@ -114,6 +116,71 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var origin: UInt32
         var retryCount: UInt32
         var locator: Locator
+
+        init(id: UUID, sequence: UInt64, createdAt: Int64, tag: String?, key: IndexedKey, dependsOn: UUID?,
+             priority: OperationPriority, origin: UInt32, locator: Locator) {
+            self.id = id
+            self.sequence = sequence
+            self.createdAt = createdAt
+            lastAttemptAt = QueueIndex.none
+            nextAttemptAt = QueueIndex.none
+            extras = tag == nil && dependsOn == nil ? nil : Extras(tag: tag, lastError: nil, dependsOn: dependsOn)
+            self.key = key
+            status = nil
+            self.priority = priority
+            placement = .none
+            self.origin = origin
+            retryCount = 0
+            self.locator = locator
+        }
+
+        var tag: String? {
+            get { extras?.tag }
+            set { change { $0.tag = newValue } }
+        }
+
+        var lastError: String? {
+            get { extras?.lastError }
+            set { change { $0.lastError = newValue } }
+        }
+
+        var dependsOn: UUID? { extras?.dependsOn }
+
+        /// Copy-on-write of the box (entries handed out share it), dropped when it is empty.
+        private mutating func change(_ body: (inout Extras.Fields) -> Void) {
+            var fields = extras?.fields ?? Extras.Fields()
+            body(&fields)
+            if fields.isEmpty {
+                extras = nil
+            } else if isKnownUniquelyReferenced(&extras) {
+                extras?.fields = fields
+            } else {
+                extras = Extras(fields)
+            }
+        }
+    }
+
+    /// The optional fields of a record, boxed: see `Record`.
+    final class Extras: @unchecked Sendable {
+        struct Fields {
+            var tag: String?
+            var lastError: String?
+            var dependsOn: UUID?
+            var isEmpty: Bool { tag == nil && lastError == nil && dependsOn == nil }
+        }
+
+        /// Mutated only through `Record.change`, when the record holds the only reference:
+        /// an index copy on another thread never sees the change.
+        var fields: Fields
+
+        init(_ fields: Fields) { self.fields = fields }
+        convenience init(tag: String?, lastError: String?, dependsOn: UUID?) {
+            self.init(Fields(tag: tag, lastError: lastError, dependsOn: dependsOn))
+        }
+
+        var tag: String? { fields.tag }
+        var lastError: String? { fields.lastError }
+        var dependsOn: UUID? { fields.dependsOn }
     }
 
     /// Per-origin lane state.
@@ -164,10 +231,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard slot(ofKey: key) == nil else { throw .duplicateKey(idempotencyKey) }
         let originNumber = intern(origin)
         let slot = Int32(records.count)
-        records.append(Record(
-            id: id, sequence: nextSequence, createdAt: createdAt, lastAttemptAt: Self.none,
-            nextAttemptAt: Self.none, tag: tag, lastError: nil, key: key, dependsOn: dependsOn, status: nil,
-            priority: priority, placement: .none, origin: originNumber, retryCount: 0, locator: locator))
+        records.append(Record(id: id, sequence: nextSequence, createdAt: createdAt, tag: tag, key: key,
+                              dependsOn: dependsOn, priority: priority, origin: originNumber, locator: locator))
         heapPositions.append(-1)
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
