@@ -39,8 +39,11 @@ public final class OutboxQueue: Sendable {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
-        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
+        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false) { event in
             switch event {
+            case .expect(let records):
+                // An estimate: never reserve room for more than the queue may hold.
+                index.reserveCapacity(min(records, config.queue.maxOperations))
             case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
                 if operation.state.status == .inProgress { operation.state.status = .pending }

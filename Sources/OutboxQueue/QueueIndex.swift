@@ -221,6 +221,17 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Every origin that has had an operation, in first-seen order.
     public var knownOrigins: [Origin] { origins }
 
+    /// Makes room for `count` operations at once (recovery knows about how many are coming):
+    /// no step-by-step growth, so no copy of the records and no rehash of the tables on the way.
+    /// Only on an empty index; later, the tables grow as they fill.
+    public mutating func reserveCapacity(_ count: Int) {
+        guard records.isEmpty, count > 0 else { return }
+        records.reserveCapacity(count)
+        heapPositions.reserveCapacity(count)
+        ids.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
+        keys.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
+    }
+
     /// Adds an operation in `state`. Insert in creation order: the index numbers entries in
     /// insertion order and that order is FIFO (see the type's comment on dependencies).
     public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,

@@ -59,6 +59,35 @@ struct QueueIndexRecordLayoutTests {
         #expect(records == OperationRecords(created: later, state: nil))
     }
 
+    @Test("a UUID key in lower and in upper case are two keys, each found by its own spelling")
+    func uuidKeyCasesStayDistinct() throws {
+        var index = QueueIndex<Int>()
+        let key = "7b7c1a2e-0f8e-4c1a-9d3b-0123456789ab"
+        try index.insert(id: F.id(1), origin: F.originA, idempotencyKey: key, priority: .normal, tag: nil,
+                         dependsOn: nil, createdAt: 0, state: OperationState(), locator: 1)
+        try index.insert(id: F.id(2), origin: F.originA, idempotencyKey: key.uppercased(), priority: .normal, tag: nil,
+                         dependsOn: nil, createdAt: 0, state: OperationState(), locator: 2)
+        #expect(index.entry(forKey: key)?.id == F.id(1))
+        #expect(index.entry(forKey: key.uppercased())?.id == F.id(2))
+        index.remove(F.id(1))
+        #expect(index.entry(forKey: key) == nil)
+        #expect(index.entry(forKey: key.uppercased())?.id == F.id(2))
+    }
+
+    @Test("an index that reserved room finds, counts and lists what it holds, and grows past the reservation")
+    func reservedIndex() throws {
+        var index = QueueIndex<Int>()
+        index.reserveCapacity(100)
+        for n in 0..<300 { try F.insert(&index, n, tag: n % 3 == 0 ? "third" : nil) }
+        #expect(index.count == 300)
+        for n in [0, 99, 100, 299] {
+            #expect(index.entry(F.id(n))?.locator == n)
+            #expect(index.entry(forKey: "key-\(n)")?.id == F.id(n))
+        }
+        #expect(index.list(QueueIndex<Int>.Filter(tag: "third"), limit: 1000).entries.count == 100)
+        #expect(try F.drain(&index).count == 300)
+    }
+
     /// The budget: a million records in a 2^20-slot array within 136 MiB, which leaves room for
     /// one more inline optional string (16 bytes) over today's 120.
     @Test("a record with the queue's locator takes at most 136 bytes")
