@@ -42,8 +42,7 @@ public final class OutboxQueue: Sendable {
         let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false) { event in
             switch event {
             case .expect(let records):
-                // An estimate: never reserve room for more than the queue may hold.
-                index.reserveCapacity(min(records, config.queue.maxOperations))
+                index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
             case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
                 if operation.state.status == .inProgress { operation.state.status = .pending }
@@ -77,6 +76,16 @@ public final class OutboxQueue: Sendable {
         for origin in index.knownOrigins { reachability.register(origin) }
         logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
                                      "directory": config.dataDirectory])
+    }
+
+    /// Room to reserve in the index for an estimated `records` at startup: never more than the
+    /// queue may hold, plus a margin, because a table one short of its contents doubles (a copy
+    /// of every record, twice the memory at the peak). The queue can hold a few more than
+    /// `maxOperations` (appends in flight when the limit is reached), and the estimate is off
+    /// when the first record is longer than the average one.
+    static func reservation(expecting records: Int, maxOperations: Int) -> Int {
+        let expected = min(records, maxOperations)
+        return expected + expected / 32 + 1024
     }
 
     /// Connects the replayer (built after the server, which owns the event loops it sends on).

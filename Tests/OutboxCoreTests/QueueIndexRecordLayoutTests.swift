@@ -96,3 +96,16 @@ struct QueueIndexRecordLayoutTests {
         #expect(MemoryLayout<QueueIndex<OperationRecords>.Record>.stride <= 136)
     }
 }
+
+/// How much room a restarting queue reserves for the operations recovery expects.
+@Suite("Queue: index reservation at startup")
+struct QueueReservationTests {
+    @Test("room for the estimate and for appends that were in flight at the limit, never far past the limit",
+          arguments: [0, 1, 5_000, 999_990, 1_000_000, 1_000_057, 25_000_000])
+    func reservation(records: Int) {
+        let maxOperations = 1_000_000
+        let reserved = OutboxQueue.reservation(expecting: records, maxOperations: maxOperations)
+        #expect(reserved >= min(records, maxOperations) + 1024)
+        #expect(reserved <= maxOperations + maxOperations / 20 + 1024)
+    }
+}
