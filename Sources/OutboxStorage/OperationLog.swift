@@ -10,11 +10,8 @@ import Synchronization
 ///
 /// Appends are framed on the caller's thread and handed to one writer thread, which takes
 /// every record queued meanwhile, writes them with one `pwrite` and makes them durable with one
-/// `fdatasync`. Batching needs no timer: records pile up while the previous sync runs. The
-/// completions of a synced batch run in order on a serial completion queue, so the writer
-/// starts the next batch's write and sync at once instead of waiting for every caller's
-/// follow-up (index updates, answers) to finish. Readers `pread` sealed and active segments
-/// concurrently.
+/// `fdatasync`; completions run after that sync. Batching needs no timer: records pile up
+/// while the previous sync runs. Readers `pread` sealed and active segments concurrently.
 public final class OperationLog: Sendable {
     /// Tuning and test seams.
     public struct Options: Sendable {
@@ -45,9 +42,6 @@ public final class OperationLog: Sendable {
     private let appends = Mutex(AppendQueue())
     private let wakeWriter = DispatchSemaphore(value: 0)
     private let writerStopped = DispatchSemaphore(value: 0)
-    /// Runs each batch's completions after its sync, batches in log order: a later append's
-    /// completion never runs before an earlier one's.
-    private let completions = DispatchQueue(label: "outbox-log-completions", qos: .userInitiated)
     /// Every segment readable now, by number; the writer adds to it, compaction swaps and removes.
     let segments: Mutex<SegmentTable>
     let diskByteCount: Atomic<Int>
@@ -101,9 +95,8 @@ public final class OperationLog: Sendable {
 
     /// Group commit: the record is written by the writer thread together with every other
     /// record appended meanwhile, then ONE `fdatasync` covers the batch; `completion` runs (on
-    /// the log's completion queue, in append order) only after that `fdatasync` returned, or
-    /// with an error (disk full → `.full`; after `close()` → `.closed`, then on the caller's
-    /// thread).
+    /// the writer thread) only after that `fdatasync` returned, or with an error (disk full →
+    /// `.full`; after `close()` → `.closed`, then on the caller's thread).
     public func append(_ record: LogRecord, completion: @escaping @Sendable (Result<RecordLocation, StorageError>) -> Void) {
         let frame = RecordCodec.encode(record)
         guard frame.count - RecordFrame.headerSize <= RecordFrame.maxLength else {
@@ -189,8 +182,6 @@ public final class OperationLog: Sendable {
         guard join else { return }
         wakeWriter.signal()
         writerStopped.wait()
-        // Every completion the writer handed over has run once close returns.
-        completions.sync {}
         let files = segments.withLock { table in
             table.isOpen = false
             defer { table.files = [:] }
@@ -243,7 +234,7 @@ public final class OperationLog: Sendable {
             case .write(let batch):
                 commit(batch, cursor: &cursor, scratch: &scratch)
             case .stop(let rejected, let error):
-                complete(rejected, with: error)
+                for append in rejected { append.completion(.failure(error)) }
                 writerStopped.signal()
                 return
             }
@@ -257,7 +248,7 @@ public final class OperationLog: Sendable {
             do throws(StorageError) {
                 try rotate(&cursor)
             } catch {
-                complete(batch, with: error)
+                for append in batch { append.completion(.failure(error)) }
                 return
             }
         }
@@ -279,7 +270,7 @@ public final class OperationLog: Sendable {
             _ = ftruncate(fd, off_t(start))
             let error = storageError(writeError, "write \(cursor.file.path)")
             logger.error("storage_write_failed", ["file": cursor.file.path, "records": String(batch.count), "error": "\(error)"])
-            complete(batch, with: error)
+            for append in batch { append.completion(.failure(error)) }
             return
         }
         let syncError = options.io.sync(fd)
@@ -292,22 +283,12 @@ public final class OperationLog: Sendable {
             if options.io.sync(fd) != 0 {
                 appends.withLock { $0.state = .failed("storage failed: \(error)") }
             }
-            complete(batch, with: error)
+            for append in batch { append.completion(.failure(error)) }
             return
         }
         cursor.end = start + Int64(total)
         diskByteCount.add(total, ordering: .relaxed)
-        completions.async { [locations] in
-            for (append, location) in zip(batch, locations) { append.completion(.success(location)) }
-        }
-    }
-
-    /// Fails `batch` on the completion queue, behind the completions of earlier batches.
-    private func complete(_ batch: [PendingAppend], with error: StorageError) {
-        guard !batch.isEmpty else { return }
-        completions.async {
-            for append in batch { append.completion(.failure(error)) }
-        }
+        for (append, location) in zip(batch, locations) { append.completion(.success(location)) }
     }
 
     /// Seals the active segment (already synced) and starts the next one.

@@ -122,41 +122,6 @@ import Testing
         log.close()
     }
 
-    @Test func aSlowCompletion_DoesNotHoldBackTheNextBatch_AndCompletionsKeepAppendOrder() async throws {
-        let directory = try StorageTestDirectory()
-        let firstCompleting = StorageShared(false)
-        let secondSynced = DispatchSemaphore(value: 0)
-        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
-            let result = SegmentIO.system.sync(fd)
-            // Any sync that starts while the first completion runs is the second record's.
-            if firstCompleting.value { secondSynced.signal() }
-            return result
-        })
-        let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
-        let order = StorageShared<[Int]>([])
-        let firstSawSecondSynced = StorageShared(false)
-        let firstStarted = DispatchSemaphore(value: 0)
-        log.append(.created(StorageSamples.request(1), OperationState())) { _ in
-            firstCompleting.withLock { $0 = true }
-            firstStarted.signal()
-            // Bounded: a writer that waited for this completion would never sync the second.
-            let synced = secondSynced.wait(timeout: .now() + 10) == .success
-            firstSawSecondSynced.withLock { $0 = synced }
-            order.withLock { $0.append(1) }
-        }
-        await Self.wait(firstStarted)
-        let secondDone = DispatchSemaphore(value: 0)
-        log.append(.created(StorageSamples.request(2), OperationState())) { result in
-            #expect((try? result.get()) != nil)
-            order.withLock { $0.append(2) }
-            secondDone.signal()
-        }
-        await Self.wait(secondDone)
-        log.close()
-        #expect(firstSawSecondSynced.value, "the second record was not synced while the first completion ran")
-        #expect(order.value == [1, 2])
-    }
-
     @Test func close_ReturnsOnlyAfterEveryPendingCompletionRan() throws {
         let directory = try StorageTestDirectory()
         let (log, _) = try StorageSamples.open(directory)
