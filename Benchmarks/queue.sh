@@ -9,6 +9,7 @@
 #   Benchmarks/queue.sh                 # ~3-4 min with OPS_1M=1000000
 #   OPS_1M=0 Benchmarks/queue.sh        # skip (c)
 #   DURATION=5 OPS_1M=200000 Benchmarks/queue.sh
+#   OUTBOX_BIN=/path/to/outbox Benchmarks/queue.sh   # measure a given binary, no build
 #
 # Loopback only; every process started here is stopped on exit; data lives in a temp dir.
 set -euo pipefail
@@ -41,9 +42,14 @@ for port in $UP_PORT $OBX_PORT; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "port $port is in use" >&2; exit 1; fi
 done
 
-log "building outbox (release)"
-(cd "$ROOT" && swift build -c release --product outbox >/dev/null)
-BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+if [[ -n ${OUTBOX_BIN:-} ]]; then
+  BIN=$OUTBOX_BIN
+  [[ -x $BIN ]] || { echo "OUTBOX_BIN=$BIN is not an executable file" >&2; exit 1; }
+else
+  log "building outbox (release)"
+  (cd "$ROOT" && swift build -c release --product outbox >/dev/null)
+  BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+fi
 
 BODY=$(printf 'x%.0s' $(seq 1 1014))
 sed -e "s#@RUNDIR@#$RUN#g" -e "s#@UP_PORT@#$UP_PORT#g" -e "s#@BODY1K@#$BODY#" "$HERE/upstream.conf" >"$RUN/upstream.conf"
@@ -127,6 +133,12 @@ if ((SKIP_AB == 0)); then
 printf '(a) durable 202/s   %8s req/s  p50 %s  p99 %s  non-2xx %s  (wrk -c%s -d%ss, %s queued)\n' "$RPS" "$P50" "$P99" "${NON2XX:-0}" "$CONNS" "$DURATION" "$QUEUED"
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
+# Group commit's yardstick: what this disk gives in batches of 64 records per fdatasync, measured
+# in this run (the disk's speed drifts between runs; the ratio is what compares).
+GROUP64=$(awk -F'|' '$2 ~ /group64/ {gsub(/ /, "", $3); print $3}' "$RUN/fsync.txt")
+if [[ -n $GROUP64 && $GROUP64 != 0 ]]; then
+  printf 'durable 202/s: %.0f (%.2f × group-of-64 limit %s)\n' "$RPS" "$(python3 -c "print($RPS / $GROUP64)")" "$GROUP64"
+fi
 printf '(b) drain           %8s ops/s  (%s operations replayed into nginx)\n' "$DRAIN" "$COMPLETED"
 fi
 if ((OPS_1M > 0)); then

@@ -38,35 +38,48 @@ package enum UUIDText {
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
     }
+    /// Per byte: its hex value, with `lowerLetter` or `upperLetter` set for a letter digit;
+    /// `notHex` for any other byte. One lookup per character: startup parses every stored key.
+    private static let hexTable: [UInt8] = (0...255).map { (byte: Int) -> UInt8 in
+        switch byte {
+        case 0x30...0x39: UInt8(byte - 0x30)
+        case 0x61...0x66: UInt8(byte - 0x61 + 10) | lowerLetter
+        case 0x41...0x46: UInt8(byte - 0x41 + 10) | upperLetter
+        default: notHex
+        }
+    }
+    private static let lowerLetter: UInt8 = 0x20
+    private static let upperLetter: UInt8 = 0x40
+    private static let notHex: UInt8 = 0x80
 
     /// The UUID in canonical text and which letter case its hex digits use; nil otherwise.
     package static func parse(_ text: String) -> (UUID, LetterCase)? {
         var text = text
         return text.withUTF8 { bytes -> (UUID, LetterCase)? in
             guard bytes.count == 36 else { return nil }
+            let dash = UInt8(ascii: "-")
+            guard bytes[8] == dash, bytes[13] == dash, bytes[18] == dash, bytes[23] == dash else { return nil }
             var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            var sawLower = false
-            var sawUpper = false
-            var nibble = 0
-            for index in 0..<36 {
-                let byte = bytes[index]
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard byte == UInt8(ascii: "-") else { return nil }
-                    continue
+            var seen: UInt8 = 0
+            let valid = hexTable.withUnsafeBufferPointer { table in
+                withUnsafeMutableBytes(of: &value) { out -> Bool in
+                    var position = 0
+                    for index in 0..<16 {
+                        if position == 8 || position == 13 || position == 18 || position == 23 { position += 1 }
+                        let high = table[Int(bytes[position])]
+                        let low = table[Int(bytes[position + 1])]
+                        seen |= high | low
+                        out[index] = (high & 0x0F) << 4 | (low & 0x0F)
+                        position += 2
+                    }
+                    return seen & notHex == 0
                 }
-                let digit: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10; sawLower = true
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10; sawUpper = true
-                default: return nil
-                }
-                withUnsafeMutableBytes(of: &value) { $0[nibble / 2] |= nibble % 2 == 0 ? digit << 4 : digit }
-                nibble += 1
             }
-            let uuid = UUID(uuid: value)
+            guard valid else { return nil }
+            let sawLower = seen & lowerLetter != 0
+            let sawUpper = seen & upperLetter != 0
             let letterCase: LetterCase = sawLower && sawUpper ? .mixed : sawLower ? .lower : sawUpper ? .upper : .none
-            return (uuid, letterCase)
+            return (UUID(uuid: value), letterCase)
         }
     }
 }

@@ -21,6 +21,21 @@ enum IndexedKey: Hashable, Sendable {
         }
     }
 
+    /// One word into the hasher instead of the enum's tag and 16 bytes: recovery hashes a
+    /// million keys, and the index's tables rehash them all when they grow. The two halves of
+    /// a UUID are folded; the letter case is one more bit, so both forms stay distinct.
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .lowercaseUUID(let uuid): hasher.combine(Self.fold(uuid))
+        case .uppercaseUUID(let uuid): hasher.combine(~Self.fold(uuid))
+        case .text(let text): hasher.combine(text)
+        }
+    }
+
+    private static func fold(_ uuid: UUID) -> UInt64 {
+        withUnsafeBytes(of: uuid.uuid) { $0.loadUnaligned(as: UInt64.self) ^ $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) }
+    }
+
     /// The key exactly as it was given.
     var string: String {
         switch self {

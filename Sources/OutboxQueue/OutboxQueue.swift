@@ -5,13 +5,6 @@ import OutboxStorage
 import OutboxTelemetry
 import Synchronization
 
-/// Where an operation's records are in the log: the `created` record (request, body) and
-/// the latest `updated` record (state, stored response).
-public struct OperationRecords: Sendable, Equatable {
-    public var created: RecordLocation
-    public var state: RecordLocation?
-}
-
 /// The durable queue: the log on disk, the index in memory, and the rules that join them.
 /// Every change is written to the log first and applied to the index only
 /// after its fdatasync, so the index never shows what a crash could lose.
@@ -46,8 +39,10 @@ public final class OutboxQueue: Sendable {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
-        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger) { event in
+        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false) { event in
             switch event {
+            case .expect(let records):
+                index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
             case .created(var operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
                 if operation.state.status == .inProgress { operation.state.status = .pending }
@@ -83,6 +78,16 @@ public final class OutboxQueue: Sendable {
                                      "directory": config.dataDirectory])
     }
 
+    /// Room to reserve in the index for an estimated `records` at startup: never more than the
+    /// queue may hold, plus a margin, because a table one short of its contents doubles (a copy
+    /// of every record, twice the memory at the peak). The queue can hold a few more than
+    /// `maxOperations` (appends in flight when the limit is reached), and the estimate is off
+    /// when the first record is longer than the average one.
+    static func reservation(expecting records: Int, maxOperations: Int) -> Int {
+        let expected = min(records, maxOperations)
+        return expected + expected / 32 + 1024
+    }
+
     /// Connects the replayer (built after the server, which owns the event loops it sends on).
     package func attach(_ replayer: any LaneWaker) {
         self.replayer.withLock { $0 = replayer }
@@ -90,9 +95,27 @@ public final class OutboxQueue: Sendable {
         Task { await replayer.startAll() }
     }
 
+    /// Origins to kick that no kick task has taken yet.
+    private let kicksDue = Mutex<Set<Origin>>([])
+
+    /// Kicks the origins' lanes. A group commit completes dozens of enqueues at once: they
+    /// share one task, which takes every origin added before it runs, instead of one task and
+    /// one replayer hop each.
     private func wake(_ origins: [Origin]) {
         guard !origins.isEmpty, let replayer = replayer.withLock({ $0 }) else { return }
-        Task { for origin in origins { await replayer.kick(origin) } }
+        let first = kicksDue.withLock { due -> Bool in
+            let wasEmpty = due.isEmpty
+            due.formUnion(origins)
+            return wasEmpty
+        }
+        guard first else { return }
+        Task {
+            let due = kicksDue.withLock { due -> Set<Origin> in
+                defer { due.removeAll() }
+                return due
+            }
+            for origin in due { await replayer.kick(origin) }
+        }
     }
 
     /// Writes what is pending and stops the writer (SIGTERM).

@@ -115,9 +115,10 @@ extension QueueIndex {
 }
 
 extension QueueIndex {
-    /// Bytes the index holds, counted from its arrays' capacities and the out-of-line storage
-    /// of strings too long to be stored inline (over 15 UTF-8 bytes; ~32 bytes of header
-    /// each). An estimate for reports and tests, independent of allocator behaviour.
+    /// Bytes the index holds, counted from its arrays' capacities, the records' `Extras` boxes
+    /// and the out-of-line storage of strings too long to be stored inline (over 15 UTF-8
+    /// bytes; ~32 bytes of header each). An estimate for reports and tests, independent of
+    /// allocator behaviour.
     public var footprintBytes: Int {
         func outOfLine(_ text: String?) -> Int {
             guard let text, text.utf8.count > 15 else { return 0 }
@@ -134,6 +135,8 @@ extension QueueIndex {
             bytes += origin.doomed.capacity * 8 + (origin.ready.members.capacity + origin.backoff.members.capacity) * 16
         }
         for record in records {
+            // A boxed object: 16 bytes of object header before its fields.
+            if record.extras != nil { bytes += 16 + MemoryLayout<Extras.Fields>.stride }
             bytes += outOfLine(record.tag) + outOfLine(record.lastError)
             if case .text(let key) = record.key { bytes += outOfLine(key) }
         }

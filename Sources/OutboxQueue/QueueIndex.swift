@@ -106,18 +106,20 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         case inFlight
     }
 
-    /// The stored form of an entry; field order packs the 1-byte-aligned UUID optional and the
-    /// small fields into what would otherwise be padding.
+    /// The stored form of an entry, 128 bytes with `OperationRecords` as the locator (a million
+    /// records in a 2^20-slot array: 128 MiB). Fields most operations never set (tag, last
+    /// error, dependency) live in one `Extras` box that is nil for an operation
+    /// with none of them, so they cost 8 bytes instead of ~50; a further rarely-set field
+    /// belongs there too, not inline. Field order puts the 17-byte key and the 1-byte fields
+    /// into what would otherwise be padding.
     struct Record: Sendable {
         var id: UUID
         var sequence: UInt64
         var createdAt: Int64
         var lastAttemptAt: Int64
         var nextAttemptAt: Int64
-        var tag: String?
-        var lastError: String?
+        var extras: Extras?
         var key: IndexedKey
-        var dependsOn: UUID?
         /// nil: removed (a tombstone awaiting compaction).
         var status: OperationStatus?
         var priority: OperationPriority
@@ -125,6 +127,71 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var lane: UInt32
         var retryCount: UInt32
         var locator: Locator
+
+        init(id: UUID, sequence: UInt64, createdAt: Int64, tag: String?, key: IndexedKey, dependsOn: UUID?,
+             priority: OperationPriority, lane: UInt32, locator: Locator) {
+            self.id = id
+            self.sequence = sequence
+            self.createdAt = createdAt
+            lastAttemptAt = QueueIndex.none
+            nextAttemptAt = QueueIndex.none
+            extras = tag == nil && dependsOn == nil ? nil : Extras(tag: tag, lastError: nil, dependsOn: dependsOn)
+            self.key = key
+            status = nil
+            self.priority = priority
+            placement = .none
+            self.lane = lane
+            retryCount = 0
+            self.locator = locator
+        }
+
+        var tag: String? {
+            get { extras?.tag }
+            set { change { $0.tag = newValue } }
+        }
+
+        var lastError: String? {
+            get { extras?.lastError }
+            set { change { $0.lastError = newValue } }
+        }
+
+        var dependsOn: UUID? { extras?.dependsOn }
+
+        /// Copy-on-write of the box (entries handed out share it), dropped when it is empty.
+        private mutating func change(_ body: (inout Extras.Fields) -> Void) {
+            var fields = extras?.fields ?? Extras.Fields()
+            body(&fields)
+            if fields.isEmpty {
+                extras = nil
+            } else if isKnownUniquelyReferenced(&extras) {
+                extras?.fields = fields
+            } else {
+                extras = Extras(fields)
+            }
+        }
+    }
+
+    /// The optional fields of a record, boxed: see `Record`.
+    final class Extras: @unchecked Sendable {
+        struct Fields {
+            var tag: String?
+            var lastError: String?
+            var dependsOn: UUID?
+            var isEmpty: Bool { tag == nil && lastError == nil && dependsOn == nil }
+        }
+
+        /// Mutated only through `Record.change`, when the record holds the only reference:
+        /// an index copy on another thread never sees the change.
+        var fields: Fields
+
+        init(_ fields: Fields) { self.fields = fields }
+        convenience init(tag: String?, lastError: String?, dependsOn: UUID?) {
+            self.init(Fields(tag: tag, lastError: lastError, dependsOn: dependsOn))
+        }
+
+        var tag: String? { fields.tag }
+        var lastError: String? { fields.lastError }
+        var dependsOn: UUID? { fields.dependsOn }
     }
 
     /// The four priority heaps of a lane, as stored fields: an array of them would cost each of
@@ -239,6 +306,17 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Every origin that has had an operation, in first-seen order.
     public var knownOrigins: [Origin] { origins }
 
+    /// Makes room for `count` operations at once (recovery knows about how many are coming):
+    /// no step-by-step growth, so no copy of the records and no rehash of the tables on the way.
+    /// Only on an empty index; later, the tables grow as they fill.
+    public mutating func reserveCapacity(_ count: Int) {
+        guard records.isEmpty, count > 0 else { return }
+        records.reserveCapacity(count)
+        heapPositions.reserveCapacity(count)
+        ids.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
+        keys.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
+    }
+
     /// Adds an operation in `state`. Insert in creation order: the index numbers entries in
     /// insertion order and that order is FIFO (see the type's comment on dependencies).
     public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,
@@ -250,10 +328,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         let laneNumber = intern(origin, orderingKey: orderingKey)
         lanes[Int(laneNumber)].members += 1
         let slot = Int32(records.count)
-        records.append(Record(
-            id: id, sequence: nextSequence, createdAt: createdAt, lastAttemptAt: Self.none,
-            nextAttemptAt: Self.none, tag: tag, lastError: nil, key: key, dependsOn: dependsOn, status: nil,
-            priority: priority, placement: .none, lane: laneNumber, retryCount: 0, locator: locator))
+        records.append(Record(id: id, sequence: nextSequence, createdAt: createdAt, tag: tag, key: key,
+                              dependsOn: dependsOn, priority: priority, lane: laneNumber, locator: locator))
         heapPositions.append(-1)
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of

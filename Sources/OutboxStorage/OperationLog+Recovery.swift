@@ -18,6 +18,10 @@ extension OperationLog {
     /// One record met by recovery, in log order (bodies not decoded; states without response
     /// or conflict bodies).
     public enum RecoveryEvent {
+        /// First, before any record: about how many records the segments hold (their bytes
+        /// over the size of the first record), so the caller can reserve room once instead of
+        /// growing a million-entry table step by step. An estimate, never a limit.
+        case expect(records: Int)
         case created(OperationSnapshot, RecordLocation)
         case updated(UUID, OperationState, RecordLocation)
         case deleted(UUID)
@@ -26,14 +30,16 @@ extension OperationLog {
     /// Opens and recovers like ``open(directory:options:logger:)``, but hands every record to
     /// `visit` as it is read instead of building a list: the caller's index is then the only
     /// copy of the operations in memory (what keeps a restart with a million queued
-    /// operations small).
-    public static func open(directory: String, options: Options = .init(), logger: Logger,
+    /// operations small). Without `requestFields`, the snapshots of `created` events have an
+    /// empty method, target and fingerprint: an index that never keeps them is built faster.
+    public static func open(directory: String, options: Options = .init(), logger: Logger, requestFields: Bool = true,
                             visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
         var origins = OriginTable()
-        return try open(directory: directory, options: options, logger: logger) { type, payload, location in
+        return try open(directory: directory, options: options, logger: logger, expect: { visit(.expect(records: $0)) }) { type, payload, location in
             let summary: RecordCodec.Summary
             do {
-                summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins)
+                summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins,
+                                                        requestFields: requestFields)
             } catch {
                 // Not swallowed: the segment's scan counts it and logs `storage_records_skipped`
                 // (the payload may not even hold an id to name).
@@ -52,10 +58,11 @@ extension OperationLog {
         }
     }
 
-    private static func open(directory: String, options: Options, logger: Logger,
+    private static func open(directory: String, options: Options, logger: Logger, expect: (Int) -> Void,
                              apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
+        expect(estimatedRecords(names, in: directory))
         var files: [UInt32: SegmentFile] = [:]
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
@@ -76,6 +83,29 @@ extension OperationLog {
         }
         return OperationLog(directory: directory, options: options, logger: logger, files: files,
                             cursor: cursor, diskBytes: diskBytes)
+    }
+
+    /// The segments' data bytes over the length of the first segment's first record: exact for
+    /// a log of same-sized operations, and only a starting size otherwise (0 when unknown).
+    private static func estimatedRecords(_ names: [SegmentName], in directory: String) -> Int {
+        var dataBytes = 0
+        var firstLength = 0
+        for name in names {
+            var info = stat()
+            guard stat(directory + "/" + name.fileName, &info) == 0 else { continue }
+            dataBytes += max(0, Int(info.st_size) - SegmentHeader.size)
+            guard firstLength == 0 else { continue }
+            let fd = Glibc.open(directory + "/" + name.fileName, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var header = [UInt8](repeating: 0, count: RecordFrame.headerSize)
+            let got = header.withUnsafeMutableBytes { SegmentFile.readFully(fd, into: $0, at: Int64(SegmentHeader.size)) }
+            Glibc.close(fd)
+            guard got == RecordFrame.headerSize else { continue }
+            if case .frame(let length, _) = header.withUnsafeBytes({ RecordFrame.readHeader($0) }) {
+                firstLength = RecordFrame.headerSize + length
+            }
+        }
+        return firstLength > 0 ? dataBytes / firstLength : 0
     }
 
     /// Creates missing directories with mode 0700.
@@ -177,6 +207,9 @@ struct RecoveryBuilder {
 
     mutating func apply(_ event: OperationLog.RecoveryEvent) {
         switch event {
+        case .expect:
+            // A list grows as it is built; an estimate could only make it reserve too much.
+            break
         case .created(let operation, let location):
             guard slots[operation.id] == nil else { return }
             slots[operation.id] = operations.count

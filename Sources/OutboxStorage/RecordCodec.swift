@@ -161,13 +161,13 @@ enum RecordCodec {
 
     /// Decodes only the fields that precede headers and bodies. `origins` shares one `Origin`
     /// value (and so its strings) between all operations of an origin.
-    static func decodeSummary(type: UInt8, payload: UnsafeRawBufferPointer,
-                              origins: inout OriginTable) throws(Malformed) -> Summary {
+    static func decodeSummary(type: UInt8, payload: UnsafeRawBufferPointer, origins: inout OriginTable,
+                              requestFields: Bool = true) throws(Malformed) -> Summary {
         do {
             var reader = ByteReader(payload)
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
-                var created = try decodeCreatedPrefix(&reader, origins: &origins)
+                var created = try decodeCreatedPrefix(&reader, origins: &origins, requestFields: requestFields)
                 created.state = try decodeLightState(&reader)
                 return .created(created)
             case .updated:
@@ -190,7 +190,10 @@ enum RecordCodec {
     }
 
     /// The fields before the state; the snapshot's state is the caller's to fill in.
-    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable) throws -> OperationSnapshot {
+    /// Without `requestFields`, method, target and fingerprint are skipped and left empty
+    /// (an index rebuilt at startup never keeps them, and a million of them cost time).
+    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable,
+                                            requestFields: Bool = true) throws -> OperationSnapshot {
         let id = try reader.uuid()
         let createdAt = try reader.i64()
         guard let priority = OperationPriority(rawValue: Int(try reader.u8())) else { throw Malformed() }
@@ -199,10 +202,15 @@ enum RecordCodec {
         let scheme: Origin.Scheme = try reader.u8() == 1 ? .https : .http
         let port = Int(try reader.u16())
         let origin = origins.origin(scheme: scheme, port: port, host: try reader.blobBytes())
-        let method = try reader.string()
-        let target = try reader.string()
+        let method = requestFields ? try reader.string() : ""
+        let target = requestFields ? try reader.string() : ""
+        if !requestFields {
+            _ = try reader.blobBytes()
+            _ = try reader.blobBytes()
+        }
         let idempotencyKey = try reader.string()
-        let fingerprint = try reader.blob()
+        let fingerprint = requestFields ? try reader.blob() : []
+        if !requestFields { _ = try reader.blobBytes() }
         let tag = flags & 1 != 0 ? try reader.string() : nil
         let orderingKey = flags & 4 != 0 ? try reader.string() : nil
         // The body's length, in the layout so that a reader can size the body before reaching

@@ -3,13 +3,17 @@ import Glibc
 import OutboxModel
 import OutboxStorage
 import OutboxTelemetry
+import Synchronization
 import Testing
 
 /// The storage micro benchmark, run by `Benchmarks/storage-bench.sh` (release build): it only
 /// runs when `OUTBOX_STORAGE_BENCH` is set. Prints durable appends/s of 1 KiB operations with
 /// 64 concurrent appenders, then reopen time and the memory the recovered index takes.
+/// `OUTBOX_STORAGE_BENCH_THINK_US` makes each appender wait that long after each
+/// acknowledgement before its next append (a client's round trip over HTTP).
 @Suite struct StorageBenchmark {
     static var operations: Int { Int(ProcessInfo.processInfo.environment["OUTBOX_STORAGE_BENCH"] ?? "") ?? 0 }
+    static var thinkMicros: UInt32 { UInt32(ProcessInfo.processInfo.environment["OUTBOX_STORAGE_BENCH_THINK_US"] ?? "") ?? 0 }
 
     @Test(.enabled(if: operations > 0))
     func appendThroughputAndReopen() async throws {
@@ -19,7 +23,13 @@ import Testing
         let directory = base + "/outbox-storage-bench-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let logger = Logger(level: .warn)
-        let (log, _) = try OperationLog.open(directory: directory, logger: logger)
+        let syncs = Atomic(0)
+        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
+            syncs.add(1, ordering: .relaxed)
+            return SegmentIO.system.sync(fd)
+        })
+        let (log, _) = try OperationLog.open(directory: directory, options: .init(io: io), logger: logger)
+        let think = Self.thinkMicros
         let origin = Origin(scheme: .http, host: "127.0.0.1", port: 9000)
         let body = [UInt8](repeating: 0x61, count: 1024)
         let started = DispatchTime.now().uptimeNanoseconds
@@ -35,6 +45,7 @@ import Testing
                             body: body, idempotencyKey: UUID().uuidString, fingerprint: [UInt8](repeating: 7, count: 32),
                             priority: .normal, tag: nil, dependsOn: nil, createdAt: Int64(index))
                         _ = try await log.append(.created(request, OperationState()))
+                        if think > 0 { try await Task.sleep(nanoseconds: UInt64(think) * 1000) }
                         index += appenders
                     }
                 }
@@ -42,8 +53,9 @@ import Testing
             try await group.waitForAll()
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        print(String(format: "storage-bench: %d durable appends of 1 KiB ops, %d appenders: %.2f s, %.0f appends/s, %d MiB on disk",
-                     total, appenders, seconds, Double(total) / seconds, log.diskBytes >> 20))
+        print(String(format: "storage-bench: %d durable appends of 1 KiB ops, %d appenders (think %u µs): %.2f s, %.0f appends/s, %.1f records per sync, %d MiB on disk",
+                     total, appenders, think, seconds, Double(total) / seconds,
+                     Double(total) / Double(max(1, syncs.load(ordering: .relaxed))), log.diskBytes >> 20))
         log.close()
 
         let rssBefore = Self.residentBytes()

@@ -122,6 +122,19 @@ import Testing
         log.close()
     }
 
+    @Test func close_ReturnsOnlyAfterEveryPendingCompletionRan() throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        let completed = StorageShared(0)
+        for index in 0..<200 {
+            log.append(.created(StorageSamples.request(index), OperationState())) { result in
+                if case .success = result { completed.withLock { $0 += 1 } }
+            }
+        }
+        log.close()
+        #expect(completed.value == 200)
+    }
+
     /// Waits for a semaphore on a Dispatch thread so the test's executor is not blocked.
     private static func wait(_ semaphore: DispatchSemaphore) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

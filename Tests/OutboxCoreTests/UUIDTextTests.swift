@@ -55,4 +55,21 @@ struct UUIDTextTests {
         #expect(ones == [UInt8](repeating: 0xFF, count: 16))
         #expect(zeros == [UInt8](repeating: 0xFF, count: 16))
     }
+
+    @Test func everyNonHexCharacter_AtEveryDigitPosition_IsRefused_AndEveryHexOneRead() {
+        let canonical = Array("0f8e4c1a-0000-4000-8000-00000000abcd".utf8)
+        let hex = Set("0123456789abcdefABCDEF".utf8)
+        for position in canonical.indices where canonical[position] != UInt8(ascii: "-") {
+            for byte in UInt8(ascii: " ")...UInt8(ascii: "~") {
+                var text = canonical
+                text[position] = byte
+                let parsed = UUIDText.parse(String(decoding: text, as: UTF8.self))
+                if hex.contains(byte) {
+                    #expect(parsed?.0 == UUID(uuidString: String(decoding: text, as: UTF8.self)), "\(position) \(byte)")
+                } else {
+                    #expect(parsed == nil, "byte \(byte) at \(position) accepted")
+                }
+            }
+        }
+    }
 }

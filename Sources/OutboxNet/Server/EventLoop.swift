@@ -19,7 +19,7 @@ package protocol DeadlineTracked: AnyObject {
 /// connection state needs no locks.
 ///
 /// Cross-thread work enters only through ``execute(_:)`` (a locked job list plus an eventfd
-/// wake-up). Timeouts are coarse: tracked objects are swept every `sweepInterval`, which costs
+/// wake-up, written only by the job that finds the list empty). Timeouts are coarse: tracked objects are swept every `sweepInterval`, which costs
 /// a few thousand comparisons per second and needs no per-request timer allocation.
 public final class EventLoop: @unchecked Sendable {
     // All stored properties except `jobs` are touched only on the loop thread.
@@ -83,7 +83,13 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `job` on the loop thread. Safe from any thread.
     public func execute(_ job: @escaping @Sendable () -> Void) {
-        jobs.withLock { $0.append(job) }
+        // Only the job that finds the list empty wakes the loop: the loop takes the whole list
+        // after that wake-up, so a burst (a group commit's completions) costs one write.
+        let wasEmpty = jobs.withLock { list -> Bool in
+            list.append(job)
+            return list.count == 1
+        }
+        guard wasEmpty else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }

@@ -1,0 +1,45 @@
+import Dispatch
+import Foundation
+@testable import OutboxNet
+import Synchronization
+import Testing
+
+/// Jobs handed to a running loop from other threads: a burst shares one wake-up, so every job
+/// queued behind the first must still run, and each one exactly once.
+@Suite("Event loop: execute from other threads")
+struct EventLoopExecuteTests {
+    @Test("bursts from several threads, and jobs queued while the loop runs jobs, all run exactly once")
+    func burstsAllRun() async throws {
+        let loop = try EventLoop(index: 0, sweepInterval: 1)
+        loop.start()
+        defer {
+            loop.stop()
+            loop.join()
+        }
+        let threads = 4
+        let perThread = 2_000
+        let total = threads * perThread * 2
+        let runs = Mutex([Int](repeating: 0, count: total))
+        let allRan = DispatchSemaphore(value: 0)
+        let remaining = Atomic(total)
+        @Sendable func ran(_ job: Int) {
+            runs.withLock { $0[job] += 1 }
+            if remaining.subtract(1, ordering: .relaxed).newValue == 0 { allRan.signal() }
+        }
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for n in 0..<perThread {
+                let job = (thread * perThread + n) * 2
+                loop.execute {
+                    ran(job)
+                    // Queued from the loop thread while it drains its list.
+                    loop.execute { ran(job + 1) }
+                }
+            }
+        }
+        let finished = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: allRan.wait(timeout: .now() + 30) == .success) }
+        }
+        #expect(finished, "\(remaining.load(ordering: .relaxed)) of \(total) jobs never ran")
+        #expect(runs.withLock { $0.allSatisfy { $0 == 1 } })
+    }
+}
