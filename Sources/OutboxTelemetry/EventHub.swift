@@ -13,8 +13,10 @@ import Synchronization
 package final class EventHub: Sendable {
     /// Events kept for `Last-Event-ID`.
     package static let retained = 10_000
-    /// Bytes a listener may fall behind before it is dropped: about 4 000 operation events.
-    package static let maxPendingBytes = 1 << 20
+    /// Bytes a listener may fall behind before it is dropped: about 1 500 operation events. A
+    /// dropped client loses nothing: it reconnects with `Last-Event-ID` and the ring, 10 000
+    /// events deep, fills the gap.
+    package static let maxPendingBytes = 256 << 10
 
     private struct State {
         var nextID: UInt64 = 1

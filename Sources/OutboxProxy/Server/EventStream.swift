@@ -17,8 +17,14 @@ final class EventStream: ConnectionRelay, DeadlineTracked {
         + "Connection: close\r\n\r\n").utf8)
     private static let heartbeat = Array(": heartbeat\n\n".utf8)
 
+    /// What the socket may hold before events wait in the subscription's backlog instead.
+    static let socketShare = 64 * 1024
+
     init(client: ClientConnection, hub: EventHub, lastEventID: String?) {
         self.client = client
+        // A listener that stops reading is to be noticed by its backlog's bound, not hidden
+        // in kernel buffers.
+        client.stream.limitKernelSendBuffer(Int32(Self.socketShare))
         nextHeartbeat = client.loop.now + Self.heartbeatNanos
         client.stream.enqueue(Self.head)
         // An opening comment: the client sees the stream is live before the first event.
@@ -27,6 +33,7 @@ final class EventStream: ConnectionRelay, DeadlineTracked {
         subscription = hub.subscribe(lastEventID: lastEventID) { wake.fire() }
         client.loop.track(self)
         pump()
+        client.stream.flushSoon()
     }
 
     /// Moves what the subscription holds to the socket, unless the socket is behind.
@@ -36,7 +43,7 @@ final class EventStream: ConnectionRelay, DeadlineTracked {
             client.logger.info("events_client_dropped", ["client": client.peerText, "reason": "not reading"])
             return finish()
         }
-        guard client.stream.isWritable else { return }
+        guard client.stream.queuedOutputBytes < Self.socketShare else { return }
         let (bytes, overflowed) = subscription.take()
         if overflowed { return pump() }
         if !bytes.isEmpty {
@@ -72,7 +79,7 @@ final class EventStream: ConnectionRelay, DeadlineTracked {
     func checkDeadlines(now: UInt64) {
         guard subscription != nil, now >= nextHeartbeat else { return }
         nextHeartbeat = now + Self.heartbeatNanos
-        if client.stream.isWritable {
+        if client.stream.queuedOutputBytes < Self.socketShare {
             client.stream.enqueue(Self.heartbeat)
             client.stream.flushSoon()
         }
