@@ -141,7 +141,9 @@ package struct AdminAPI: Sendable {
             queue.flush()
             return Response(status: 202, body: .object([("flushed", .bool(true))]))
         case .metrics:
-            let text = metrics.render(counts: queue.counts, origins: queue.origins,
+            let origins = queue.origins
+            let text = metrics.render(counts: queue.counts, origins: origins,
+                                      activeLanes: origins.map { ($0.origin, queue.activeLanes(origin: $0.origin)) },
                                       oldestPendingAgeSeconds: queue.oldestPendingAgeSeconds, storageBytes: queue.storageBytes)
             return Response(status: 200, body: .null, raw: ("text/plain; version=0.0.4; charset=utf-8", text))
         case .faults where reading:
@@ -239,7 +241,8 @@ package struct AdminAPI: Sendable {
             guard let cursor = UUID(uuidString: text) else { throw .invalid(field: "after", expected: "an operation id") }
             after = cursor
         }
-        let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], after: after, limit: limit)
+        let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], orderingKey: query["orderingKey"],
+                              after: after, limit: limit)
         return Response(status: 200, body: .object([
             ("operations", .array(page.items.map { summary($0) })),
             ("next", page.next.map { .string($0.lowercasedText) } ?? .null),
@@ -256,6 +259,7 @@ package struct AdminAPI: Sendable {
             ("url", .string(op.origin.description + op.target)), ("origin", .string(op.origin.description)),
             ("idempotencyKey", .string(op.idempotencyKey)), ("status", .string(op.state.status.rawValue)),
             ("priority", .string(op.priority.name)), ("tag", .string(op.tag)),
+            ("orderingKey", .string(op.orderingKey)),
             ("dependsOn", op.dependsOn.map { .string($0.lowercasedText) } ?? .null),
             ("createdAt", .string(WallClock.iso8601(millis: op.createdAt))),
             ("lastAttemptAt", op.state.lastAttemptAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),

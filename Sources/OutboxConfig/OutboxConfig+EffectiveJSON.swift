@@ -26,6 +26,9 @@ extension OutboxConfig {
                 ("completedRetentionSeconds", .double(queue.completedRetentionSeconds)),
                 ("unavailableStatuses", .array(queue.unavailableStatuses.map { .int($0) })),
             ])),
+            ("replay", .object([
+                ("maxConcurrentPerOrigin", .int(replay.maxConcurrentPerOrigin)),
+            ])),
             ("retry", .object([
                 ("preset", .string(retry.preset.rawValue)),
                 ("maxRetries", .int(retry.maxRetries)),

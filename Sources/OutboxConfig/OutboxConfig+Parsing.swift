@@ -31,6 +31,7 @@ extension OutboxConfig {
             case "logLevel": config.logLevel = try field.enumeration(LogLevel.self)
             case "forwardProxy": config.forwardProxy = try ForwardProxy(field)
             case "queue": config.queue = try Queue(field)
+            case "replay": config.replay = try Replay(field)
             case "retry": config.retry = try Retry(field)
             case "reachability": config.reachability = try ReachabilitySettings(field)
             case "idempotency": config.idempotency = try Idempotency(field)
@@ -80,6 +81,18 @@ extension OutboxConfig.Queue {
             case "ttlSeconds": ttlSeconds = try field.seconds()
             case "completedRetentionSeconds": completedRetentionSeconds = try field.seconds()
             case "unavailableStatuses": unavailableStatuses = try field.statuses()
+            default: throw field.unknownKey()
+            }
+        }
+    }
+}
+
+extension OutboxConfig.Replay {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "maxConcurrentPerOrigin": maxConcurrentPerOrigin = try field.integer(atLeast: 1)
             default: throw field.unknownKey()
             }
         }

@@ -37,6 +37,15 @@ public struct OutboxConfig: Sendable, Equatable {
         public init() {}
     }
 
+    /// `replay`: how stored operations are delivered.
+    public struct Replay: Sendable, Equatable {
+        /// Lanes of one origin delivered at the same time (≥ 1); within a lane, one operation
+        /// at a time.
+        public var maxConcurrentPerOrigin = 8
+        /// The documented defaults.
+        public init() {}
+    }
+
     /// `retry`: replay backoff. Delay before retry n is
     /// `baseDelaySeconds × multiplier^(n−1)`, capped at `maxDelaySeconds`, then jittered.
     public struct Retry: Sendable, Equatable {
@@ -154,6 +163,8 @@ public struct OutboxConfig: Sendable, Equatable {
     public var forwardProxy = ForwardProxy()
     /// See `Queue`.
     public var queue = Queue()
+    /// See `Replay`.
+    public var replay = Replay()
     /// See `Retry`.
     public var retry = Retry()
     /// See `Reachability`.

@@ -27,9 +27,11 @@ package final class FaultBook: Sendable {
     /// What to do with a request about to go upstream: nil to send it for real. Counts the
     /// request as matched by the first rule that covers it, and as applied when that rule's
     /// chance says so; an exhausted or ended rule matches nothing.
+    /// `now` (ms since the epoch) defaults to the clock, read only when a rule exists.
     package func decide(origin: Origin, method: String, target: String, kind: UpstreamRequestKind,
-                       now: Int64 = WallClock.millis()) -> FaultRule.Action? {
+                       now: Int64? = nil) -> FaultRule.Action? {
         guard count.load(ordering: .relaxed) > 0 else { return nil }
+        let now = now ?? WallClock.millis()
         return entries.withLock { entries in
             guard let index = entries.firstIndex(where: {
                 !$0.exhausted(now: now) && $0.rule.matches(origin: origin, method: method, target: target, kind: kind)
@@ -47,8 +49,9 @@ package final class FaultBook: Sendable {
 
     /// Whether an active `offline` rule covers `origin` (its probes fail meanwhile). Method and
     /// path play no part: a probe has neither.
-    package func holdsOffline(_ origin: Origin, now: Int64 = WallClock.millis()) -> Bool {
+    package func holdsOffline(_ origin: Origin, now: Int64? = nil) -> Bool {
         guard count.load(ordering: .relaxed) > 0 else { return false }
+        let now = now ?? WallClock.millis()
         return entries.withLock { entries in
             entries.contains {
                 $0.rule.action == .offline && !$0.exhausted(now: now) && ($0.rule.origin == nil || $0.rule.origin == origin)

@@ -53,16 +53,29 @@ extension HTTPHeaders {
     /// (e.g. `containsToken("close", in: "Connection")`).
     public func containsToken(_ token: String, in name: String) -> Bool {
         var token = token
+        var name = name
         return token.withUTF8 { tokenBytes in
-            var found = false
-            forEachValue(named: name) { value in
-                HTTPByte.forEachListElement(value) { element in
-                    if HTTPByte.equalsIgnoringCase(element, tokenBytes) { found = true }
-                }
-                return !found
-            }
-            return found
+            name.withUTF8 { nameBytes in containsToken(tokenBytes, in: nameBytes) }
         }
+    }
+
+    /// Byte form of `containsToken(_:in:)`: whether a field named `name` lists `token` (both
+    /// compared case-insensitively), e.g. whether `Connection` names a field as hop-by-hop.
+    package func containsToken(_ token: UnsafeBufferPointer<UInt8>, in name: UnsafeBufferPointer<UInt8>) -> Bool {
+        containsToken(in: name) { HTTPByte.equalsIgnoringCase($0, token) }
+    }
+
+    /// Whether a list element of a field named `name` satisfies `matches`; stops at the first.
+    package func containsToken(in name: UnsafeBufferPointer<UInt8>,
+                               where matches: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        var found = false
+        forEachValue(named: name) { value in
+            HTTPByte.forEachListElement(value) { element in
+                if !found && matches(element) { found = true }
+            }
+            return !found
+        }
+        return found
     }
 
     /// Calls `body` with the value bytes of each field named `name`, in order, while it

@@ -76,6 +76,16 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
         add(name, value)
     }
 
+    /// Removes every field, keeping the storage, so a list reused for head after head
+    /// allocates only while it grows.
+    package mutating func removeAll(keepingCapacity: Bool) {
+        storage.removeAll(keepingCapacity: keepingCapacity)
+        fields.removeAll(keepingCapacity: keepingCapacity)
+    }
+
+    /// Bytes the storage holds without growing.
+    package var byteCapacity: Int { storage.capacity }
+
     /// Removes every field named `name` (case-insensitive).
     public mutating func removeAll(_ name: String) {
         var name = name

@@ -75,10 +75,12 @@ public struct OperationRequest: Sendable, Equatable {
     public var dependsOn: UUID?
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var createdAt: Int64
+    /// Its `Outbox-Ordering-Key`: the lane within the origin; nil is the origin's default lane.
+    public var orderingKey: String?
 
     public init(id: UUID, origin: Origin, method: String, target: String, headers: HTTPHeaders, body: [UInt8],
                 idempotencyKey: String, fingerprint: [UInt8], priority: OperationPriority, tag: String?,
-                dependsOn: UUID?, createdAt: Int64) {
+                dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil) {
         self.id = id
         self.origin = origin
         self.method = method
@@ -91,6 +93,7 @@ public struct OperationRequest: Sendable, Equatable {
         self.tag = tag
         self.dependsOn = dependsOn
         self.createdAt = createdAt
+        self.orderingKey = orderingKey
     }
 }
 

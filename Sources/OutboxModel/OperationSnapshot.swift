@@ -24,6 +24,8 @@ public struct OperationSnapshot: Sendable, Equatable {
     public var dependsOn: UUID?
     /// Milliseconds since the epoch.
     public var createdAt: Int64
+    /// Its lane within the origin (`Outbox-Ordering-Key`); nil: the origin's default lane.
+    public var orderingKey: String?
     /// The latest state. Where a reader does not need them (recovery, listings), `response` and
     /// `conflict` are left nil: their bodies stay on disk.
     public var state: OperationState
@@ -31,7 +33,7 @@ public struct OperationSnapshot: Sendable, Equatable {
     /// A snapshot with every field given.
     public init(id: UUID, origin: Origin, method: String, target: String, idempotencyKey: String,
                 fingerprint: [UInt8], priority: OperationPriority, tag: String?, dependsOn: UUID?,
-                createdAt: Int64, state: OperationState) {
+                createdAt: Int64, orderingKey: String? = nil, state: OperationState) {
         self.id = id
         self.origin = origin
         self.method = method
@@ -42,6 +44,7 @@ public struct OperationSnapshot: Sendable, Equatable {
         self.tag = tag
         self.dependsOn = dependsOn
         self.createdAt = createdAt
+        self.orderingKey = orderingKey
         self.state = state
     }
 
@@ -50,7 +53,7 @@ public struct OperationSnapshot: Sendable, Equatable {
         self.init(id: request.id, origin: request.origin, method: request.method, target: request.target,
                   idempotencyKey: request.idempotencyKey, fingerprint: request.fingerprint,
                   priority: request.priority, tag: request.tag, dependsOn: request.dependsOn,
-                  createdAt: request.createdAt, state: state)
+                  createdAt: request.createdAt, orderingKey: request.orderingKey, state: state)
     }
 }
 
@@ -60,6 +63,6 @@ extension OperationRequest {
         self.init(id: snapshot.id, origin: snapshot.origin, method: snapshot.method, target: snapshot.target,
                   headers: headers, body: body, idempotencyKey: snapshot.idempotencyKey,
                   fingerprint: snapshot.fingerprint, priority: snapshot.priority, tag: snapshot.tag,
-                  dependsOn: snapshot.dependsOn, createdAt: snapshot.createdAt)
+                  dependsOn: snapshot.dependsOn, createdAt: snapshot.createdAt, orderingKey: snapshot.orderingKey)
     }
 }

@@ -6,25 +6,37 @@ import Foundation
 package enum UUIDText {
     package enum LetterCase { case lower, upper, none, mixed }
 
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// Lowercase canonical text, the one form ids take in headers, JSON and admin URLs.
     package static func lowercase(_ uuid: UUID) -> String {
+        String(unsafeUninitializedCapacity: textLength) { out in
+            write(uuid, into: UnsafeMutableRawBufferPointer(out))
+            return textLength
+        }
+    }
+
+    /// Bytes of the canonical text.
+    package static let textLength = 36
+
+    /// Writes the lowercase canonical text into the first ``textLength`` bytes of `out`, for
+    /// callers that put the id straight into a byte buffer (a header) without a String.
+    package static func write(_ uuid: UUID, into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count >= textLength, "UUID text needs 36 bytes")
         withUnsafeBytes(of: uuid.uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { out in
-                var position = 0
-                for (index, byte) in bytes.enumerated() {
-                    if index == 4 || index == 6 || index == 8 || index == 10 {
-                        out[position] = UInt8(ascii: "-")
-                        position += 1
-                    }
-                    out[position] = digits[Int(byte >> 4)]
-                    out[position + 1] = digits[Int(byte & 0x0F)]
-                    position += 2
+            var position = 0
+            for (index, byte) in bytes.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
                 }
-                return 36
+                out[position] = hexDigit(byte >> 4)
+                out[position + 1] = hexDigit(byte & 0x0F)
+                position += 2
             }
         }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
     }
 
     /// The UUID in canonical text and which letter case its hex digits use; nil otherwise.

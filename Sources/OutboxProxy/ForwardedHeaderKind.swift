@@ -40,11 +40,36 @@ enum ForwardedHeaderKind {
     private static let outboxPriorityName = bytes("outbox-priority")
     private static let outboxDependsOnName = bytes("outbox-depends-on")
     private static let outboxAttemptName = bytes("outbox-attempt")
+    private static let outboxOrderingKeyName = bytes("outbox-ordering-key")
     private static let contentLengthName = bytes("content-length")
 
-    /// Classifies a field name (any case). `connectionTokens` are the lowercased names listed
-    /// in `Connection`, hop-by-hop for this message only (RFC 9110 §7.6.1).
-    static func classify(_ name: UnsafeBufferPointer<UInt8>, connectionTokens: [String]) -> ForwardedHeaderKind {
+    /// The field names a message's `Connection` fields list: hop-by-hop for that message only
+    /// (RFC 9110 §7.6.1). Looked up in the message's own bytes, so a head with `Connection:
+    /// keep-alive` costs no String and no array per rewrite.
+    struct ConnectionOptions {
+        private let headers: HTTPHeaders
+        /// `Connection` lists an option besides `keep-alive`.
+        private let listsMoreThanKeepAlive: Bool
+
+        init(of headers: HTTPHeaders) {
+            self.headers = headers
+            // `keep-alive`, the one option most heads carry, names a field that is hop-by-hop
+            // by name already: a head listing nothing else needs no lookup per field.
+            listsMoreThanKeepAlive = connectionName.withUnsafeBufferPointer { connection in
+                keepAliveName.withUnsafeBufferPointer { keepAlive in
+                    headers.containsToken(in: connection) { !HTTPByte.equalsIgnoringCase($0, keepAlive) }
+                }
+            }
+        }
+
+        /// Whether `name` (any case) is listed.
+        func lists(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+            listsMoreThanKeepAlive && connectionName.withUnsafeBufferPointer { headers.containsToken(name, in: $0) }
+        }
+    }
+
+    /// Classifies a field name (any case); a name that `connection` lists is hop-by-hop.
+    static func classify(_ name: UnsafeBufferPointer<UInt8>, connection: ConnectionOptions) -> ForwardedHeaderKind {
         func matches(_ candidate: [UInt8]) -> Bool {
             candidate.withUnsafeBufferPointer { HTTPByte.equalsIgnoringCase(name, $0) }
         }
@@ -63,15 +88,10 @@ enum ForwardedHeaderKind {
             kind = matches(transferEncodingName) ? .hopByHop : matches(xForwardedProtoName) ? .forwardedProto
                 : matches(outboxDependsOnName) ? .control : .keep
         case 18: kind = matches(proxyAuthenticateName) ? .hopByHop : .keep
-        case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : .keep
+        case 19: kind = matches(proxyAuthorizationName) ? .hopByHop : matches(outboxOrderingKeyName) ? .control : .keep
         default: kind = .keep
         }
-        if kind == .keep && !connectionTokens.isEmpty {
-            for token in connectionTokens {
-                var token = token
-                if token.withUTF8({ HTTPByte.equalsIgnoringCase(name, $0) }) { return .hopByHop }
-            }
-        }
+        if kind == .keep && connection.lists(name) { return .hopByHop }
         return kind
     }
 }

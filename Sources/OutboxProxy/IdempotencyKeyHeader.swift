@@ -1,3 +1,4 @@
+import Foundation
 import OutboxHTTP
 import OutboxModel
 
@@ -24,6 +25,20 @@ enum IdempotencyKeyHeader: Equatable, Sendable {
             self = IdempotencyKey.isValid(key) ? .given(key) : .invalid
         default:
             self = .repeated
+        }
+    }
+}
+
+extension HTTPHeaders {
+    /// Appends `name: <uuid>` with the UUID's lowercase text written straight into the field,
+    /// with no String: how a generated idempotency key goes upstream on every direct forward.
+    mutating func add(_ name: String, uuid: UUID) {
+        var name = name
+        name.withUTF8 { nameBytes in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: UUIDText.textLength) { text in
+                UUIDText.write(uuid, into: UnsafeMutableRawBufferPointer(text))
+                appendValidated(name: nameBytes, value: UnsafeBufferPointer(text))
+            }
         }
     }
 }

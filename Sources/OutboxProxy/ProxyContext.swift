@@ -10,6 +10,8 @@ import OutboxTelemetry
 /// path reads, the logger, and the transports. Immutable, so loops share it freely.
 final class ProxyContext: Sendable {
     let upstream: UpstreamURL?
+    /// `upstream`'s origin, made once.
+    let upstreamOrigin: Origin?
     let forwardProxy: OutboxConfig.ForwardProxy
     let parserLimits: HTTPParserLimits
     let headerTimeout: UInt64
@@ -72,6 +74,7 @@ final class ProxyContext: Sendable {
         absoluteOperationLocationBase = "http://\(adminListenAddress ?? mainListenAddress ?? config.listen)"
             + config.admin.pathPrefix + "/operations/"
         upstream = config.upstream
+        upstreamOrigin = config.upstream?.origin
         forwardProxy = config.forwardProxy
         parserLimits = HTTPParserLimits(maxHeaderBytes: config.limits.maxHeaderBytes,
                                         maxBodyBytes: config.queue.maxBodyBytes)

@@ -34,7 +34,11 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var responseBytes = 0
     private var target = ""
     private var control = ControlHeaders()
+    /// The client's idempotency key; see `generatedKey` for a request that came without one.
     private var idempotencyKey = ""
+    /// The key made up for a request without one: kept as a UUID, so a direct forward writes
+    /// its text straight into the upstream head and never makes a String of it.
+    private var generatedKey: UUID?
     private var fingerprint: [UInt8] = []
     /// Set for a request to the admin API: the path below `admin.pathPrefix`.
     private var adminPath: String?
@@ -92,8 +96,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .proxy:
             break
         }
-        switch ProxyRules.route(head, upstream: client.context.upstream, forwardProxy: client.context.forwardProxy,
-                                intercepted: client.interceptedOrigin) {
+        let context = client.context
+        switch ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
+                                forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin) {
         case .failure(let error):
             fail(error)
         case .success(.tunnel(let host, let port)) where client.context.intercepts(host):
@@ -222,12 +227,14 @@ final class ProxyExchange: UpstreamResponseHandler {
             if let queue { storeInstead(queue) }
         case .relayHead(let chunked):
             responseStatus = upstream.status
-            var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing)
+            var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing,
+                                                         reusing: client.proxyLoop.takeHeaders())
             if chunked { response.headers.add("Transfer-Encoding", "chunked") }
             if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
                 response.headers.add("Connection", connection)
             }
             client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
+            client.proxyLoop.recycle(&response.headers)
         default:
             break
         }
@@ -360,7 +367,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard let origin else { return }
         let key = IdempotencyKeyHeader(head.headers, name: client.context.idempotencyHeader)
         switch key {
-        case .absent: idempotencyKey = UUIDText.lowercase(UUID())
+        case .absent: generatedKey = client.proxyLoop.uuids.next()
         case .given(let given): idempotencyKey = given
         case .invalid, .repeated: break  // refused, so nothing to look up
         }
@@ -385,7 +392,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         let request = QueueDecision.Request(
             key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
-            laneHasQueued: queue.hasQueued(origin), forceQueue: control.forceQueue, dependency: dependency(in: queue))
+            laneHasQueued: queue.hasQueued(origin, orderingKey: control.orderingKey), forceQueue: control.forceQueue,
+            dependency: dependency(in: queue))
         carryOut(QueueDecision.decide(request), queue)
     }
 
@@ -414,12 +422,12 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard machine.queueable else {
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming,
-                                                          clientScheme: client.scheme)
+                                                          clientScheme: client.scheme, reusing: client.proxyLoop.takeHeaders())
             return
         }
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                       clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count),
-                                                      clientScheme: client.scheme)
+                                                      clientScheme: client.scheme, reusing: client.proxyLoop.takeHeaders())
         // Stored and replayed requests are framed by length; the key goes upstream on direct
         // forwards too, so a retry by the client is recognised by the origin. Headers
         // the client sent keep their place.
@@ -428,7 +436,13 @@ final class ProxyExchange: UpstreamResponseHandler {
             upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
         }
         let headerName = client.context.idempotencyHeader
-        if !upstream.headers.contains(headerName) { upstream.headers.add(headerName, idempotencyKey) }
+        if !upstream.headers.contains(headerName) {
+            if let generatedKey {
+                upstream.headers.add(headerName, uuid: generatedKey)
+            } else {
+                upstream.headers.add(headerName, idempotencyKey)
+            }
+        }
         upstreamHead = upstream
         requestFramingOverride = .contentLength(bodyCopy.count)
     }
@@ -465,10 +479,10 @@ final class ProxyExchange: UpstreamResponseHandler {
         // Only a stored operation needs its fingerprint; a direct forward never computes it.
         if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
         let request = OperationRequest(
-            id: UUID(), origin: origin, method: head.method, target: upstreamHead.target,
-            headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: idempotencyKey,
+            id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,
+            headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
-            createdAt: WallClock.millis())
+            createdAt: WallClock.millis(), orderingKey: control.orderingKey)
         let bound = LoopBound(value: self, loop: client.loop)
         queue.enqueue(request) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
@@ -565,6 +579,11 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func finish(status: Int, keepAlive: Bool) {
         machine.end()
+        // Serialised already, and never sent again now: its storage serves the next request.
+        if var spent = upstreamHead {
+            upstreamHead = nil
+            client.proxyLoop.recycle(&spent.headers)
+        }
         client.stream.flushSoon()
         client.proxyLoop.metrics.request(nanoseconds: client.loop.now &- started,
                                          forwardedStatus: responseStatus == 0 ? nil : responseStatus)

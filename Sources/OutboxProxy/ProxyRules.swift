@@ -16,8 +16,10 @@ package enum ProxyRules {
     package static let via = "1.1 outbox"
 
     /// Routes a request; errors carry the status the client gets. `intercepted` is the origin
-    /// of the intercepted tunnel the request came through, if it did.
-    static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?,
+    /// of the intercepted tunnel the request came through, if it did. `upstreamOrigin` is
+    /// `upstream`'s origin made once ahead (made here when nil): building one per request
+    /// lowercases the host and formats its authority again.
+    static func route(_ head: HTTPRequestHead, upstream: UpstreamURL?, upstreamOrigin: Origin? = nil,
                       forwardProxy: OutboxConfig.ForwardProxy, intercepted: Origin? = nil) -> Result<Route, ProxyError> {
         if let intercepted { return route(head, inTunnelTo: intercepted) }
         // A request that already passed through Outbox several times is going round in
@@ -48,7 +50,7 @@ package enum ProxyRules {
                 return .failure(.noUpstream)
             }
             let target = head.target == "*" ? (upstream.basePath.isEmpty ? "*" : upstream.basePath) : upstream.basePath + head.target
-            return .success(.origin(upstream.origin, target: target, forwardMode: false))
+            return .success(.origin(upstreamOrigin ?? upstream.origin, target: target, forwardMode: false))
         }
         guard let (origin, target) = Origin.parseAbsolute(head.target) else {
             return .failure(.badRequest("request target is not origin-form or an http(s) URL: \(head.target)"))
@@ -105,13 +107,14 @@ package enum ProxyRules {
     /// target (forward mode) even when the client's `Host` field says something else (a proxy
     /// ignores the received `Host` for an absolute-form target, RFC 9112 §3.2.2), else `Host`.
     /// `clientScheme` is what the client spoke to us: `https` inside an intercepted tunnel.
+    /// The fields are written into `headers`, an empty list whose storage may be reused.
     static func upstreamRequestHead(_ head: HTTPRequestHead, origin: Origin, target: String,
                                     clientAddress: String, bodyFraming: HTTPBodyFraming,
-                                    clientScheme: String = "http") -> HTTPRequestHead {
-        var headers = HTTPHeaders()
+                                    clientScheme: String = "http",
+                                    reusing headers: consuming HTTPHeaders = HTTPHeaders()) -> HTTPRequestHead {
         headers.reserveCapacity(bytes: head.headers.byteCount + 160)
         headers.add("Host", origin.authority)
-        let connectionTokens = head.headers.tokens("Connection")
+        let connection = ForwardedHeaderKind.ConnectionOptions(of: head.headers)
         var forwardedFor: [UInt8] = []
         var originalHost: String?
         var contentLengthWritten = false
@@ -120,7 +123,7 @@ package enum ProxyRules {
             for field in source.fields {
                 let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
                 let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
-                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                switch ForwardedHeaderKind.classify(name, connection: connection) {
                 case .keep:
                     headers.appendValidated(name: name, value: value)
                 case .contentLength:
@@ -155,18 +158,19 @@ package enum ProxyRules {
 
     /// The response head sent to the client: hop-by-hop removed, at most one `Content-Length`,
     /// `Via` added; the caller adds framing and `Connection` for the client hop. `bodyFraming`
-    /// is how the response parser framed the body.
-    static func clientResponseHead(_ head: HTTPResponseHead, bodyFraming: HTTPBodyFraming) -> HTTPResponseHead {
-        var headers = HTTPHeaders()
+    /// is how the response parser framed the body. The fields are written into `headers`, an
+    /// empty list whose storage may be reused.
+    static func clientResponseHead(_ head: HTTPResponseHead, bodyFraming: HTTPBodyFraming,
+                                   reusing headers: consuming HTTPHeaders = HTTPHeaders()) -> HTTPResponseHead {
         headers.reserveCapacity(bytes: head.headers.byteCount + 64)
-        let connectionTokens = head.headers.tokens("Connection")
+        let connection = ForwardedHeaderKind.ConnectionOptions(of: head.headers)
         var contentLengthWritten = false
         let source = head.headers
         source.storage.withUnsafeBufferPointer { bytes in
             for field in source.fields {
                 let name = UnsafeBufferPointer(rebasing: bytes[field.nameRange])
                 let value = UnsafeBufferPointer(rebasing: bytes[field.valueRange])
-                switch ForwardedHeaderKind.classify(name, connectionTokens: connectionTokens) {
+                switch ForwardedHeaderKind.classify(name, connection: connection) {
                 case .hopByHop:
                     continue
                 case .contentLength:

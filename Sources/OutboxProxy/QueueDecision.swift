@@ -76,7 +76,7 @@ enum QueueDecision: Equatable, Sendable {
         /// direct forward never hashes its body).
         var fingerprint: [UInt8]
         var connectivity: Connectivity
-        /// The origin's lane still holds operations that are not finished.
+        /// The request's lane (its origin and `Outbox-Ordering-Key`) still holds operations that are not finished.
         var laneHasQueued: Bool
         /// `Outbox-Mode: queue`.
         var forceQueue: Bool

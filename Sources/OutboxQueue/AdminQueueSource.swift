@@ -11,8 +11,11 @@ package protocol AdminQueueSource: Sendable {
     var origins: [OriginStatus] { get }
     /// Pending and in-progress operations of one origin.
     func unfinishedCount(origin: Origin) -> Int
+    /// Lanes of one origin with an attempt in flight.
+    func activeLanes(origin: Origin) -> Int
     /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
-    func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?)
+    func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
+              limit: Int) -> (items: [OperationSnapshot], next: UUID?)
     /// One operation with its stored request read back from disk.
     func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)?
     /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.

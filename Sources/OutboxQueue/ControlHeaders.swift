@@ -13,6 +13,10 @@ import OutboxModel
 /// - `Outbox-Depends-On`: an operation id (UUID) or an idempotency key, kept raw for the queue
 ///   to resolve: 1–255 visible ASCII characters (`0x21`–`0x7E`), 255 being Stripe's key limit.
 /// - `Outbox-Mode`: `queue` (store even when online).
+/// - `Outbox-Ordering-Key`: the lane the operation is ordered in, 1–255 visible ASCII characters
+///   (`0x21`–`0x7E`), compared byte for byte. Unlike the others it may be repeated with the same
+///   value (a client library adding it twice means one lane); two different values name no lane
+///   and are refused.
 /// Every one of them is removed before a request goes upstream: see `strippedNames`.
 public struct ControlHeaders: Sendable, Equatable {
     /// `Outbox-Priority`.
@@ -23,18 +27,22 @@ public struct ControlHeaders: Sendable, Equatable {
     public static let dependsOnName = "Outbox-Depends-On"
     /// `Outbox-Mode`.
     public static let modeName = "Outbox-Mode"
+    /// `Outbox-Ordering-Key`.
+    public static let orderingKeyName = "Outbox-Ordering-Key"
     /// `Outbox-Attempt`: set by the replayer on each attempt, never taken from a client.
     public static let attemptName = "Outbox-Attempt"
     /// Longest accepted `Outbox-Tag`, in characters.
     public static let maxTagLength = 128
     /// Longest accepted `Outbox-Depends-On`, in characters.
     public static let maxDependsOnLength = 255
+    /// Longest accepted `Outbox-Ordering-Key`, in characters.
+    public static let maxOrderingKeyLength = 255
 
-    /// Lowercased names removed from every request before it is forwarded or stored: the four
+    /// Lowercased names removed from every request before it is forwarded or stored: the five
     /// control headers, plus `Outbox-Attempt` so a client cannot forge the replayer's counter.
     /// Suits `HTTPHeaders.removeAll(lowercasedNames:)`.
     public static let strippedNames: Set<String> = [
-        "outbox-priority", "outbox-tag", "outbox-depends-on", "outbox-mode", "outbox-attempt",
+        "outbox-priority", "outbox-tag", "outbox-depends-on", "outbox-mode", "outbox-ordering-key", "outbox-attempt",
     ]
 
     /// Replay priority; `normal` when the header is absent.
@@ -45,14 +53,18 @@ public struct ControlHeaders: Sendable, Equatable {
     public var dependsOn: String?
     /// True for `Outbox-Mode: queue`: store the request even when the origin is online.
     public var forceQueue: Bool
+    /// The lane within the origin; nil: the origin's default lane.
+    public var orderingKey: String?
 
-    /// Values set directly (tests, or defaults: `normal`, no tag, no dependency, not forced).
+    /// Values set directly (tests, or defaults: `normal`, no tag, no dependency, not forced,
+    /// default lane).
     public init(priority: OperationPriority = .normal, tag: String? = nil, dependsOn: String? = nil,
-                forceQueue: Bool = false) {
+                forceQueue: Bool = false, orderingKey: String? = nil) {
         self.priority = priority
         self.tag = tag
         self.dependsOn = dependsOn
         self.forceQueue = forceQueue
+        self.orderingKey = orderingKey
     }
 
     /// Parses the control headers of `headers`; throws for a repeated header or a bad value.
@@ -79,6 +91,14 @@ public struct ControlHeaders: Sendable, Equatable {
         if let value = try Self.single(Self.modeName, in: headers) {
             guard value.lowercased() == "queue" else { throw .invalidValue(header: Self.modeName, value: value) }
             forceQueue = true
+        }
+        let keys = headers.values(Self.orderingKeyName)
+        if let key = keys.first {
+            guard keys.allSatisfy({ $0 == key }) else { throw .differingValues(header: Self.orderingKeyName) }
+            guard Self.isText(key, allowSpace: false, maxLength: Self.maxOrderingKeyLength) else {
+                throw .invalidValue(header: Self.orderingKeyName, value: key)
+            }
+            orderingKey = key
         }
     }
 

@@ -1,15 +1,17 @@
 import Foundation
 
-/// What one origin's replay lane should do now, by the queue's ordering rules, from
-/// `QueueIndex.nextReady(origin:now:)`.
+/// What one origin's replay should do next, its busy lanes aside, by the queue's ordering
+/// rules, from `QueueIndex.nextReady(origin:now:)`.
 public struct LaneStep: Sendable, Equatable {
     /// The lane's next move.
     public enum Next: Sendable, Equatable {
-        /// Send this operation now.
+        /// Send this operation now: the head of the lane whose turn it is.
         case deliver(UUID)
-        /// The head of the lane is backing off: nothing before this time (ms since the epoch).
+        /// Every lane that could go has its head backing off: nothing before this time (ms
+        /// since the epoch).
         case wait(until: Int64)
-        /// An operation of this lane is in flight: the lane delivers one at a time.
+        /// Nothing may go now, and some lane has an operation in flight (a lane delivers one at
+        /// a time); its end may free the next.
         case busy
         /// Nothing to deliver: no pending operation, or every one waits for its dependency.
         case idle
@@ -17,7 +19,7 @@ public struct LaneStep: Sendable, Equatable {
 
     /// The lane's next move.
     public var next: Next
-    /// Pending operations of this lane whose dependency ended `failed` or `conflict`, oldest
+    /// Pending operations of the origin whose dependency ended `failed` or `conflict`, oldest
     /// first: the caller fails them (`ReplayTransition.failDependency`) and updates the index.
     public var dependencyFailed: [UUID]
 

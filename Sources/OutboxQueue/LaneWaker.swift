@@ -5,7 +5,7 @@ import OutboxModel
 package protocol LaneWaker: Sendable {
     /// Starts every lane that has work (once, after recovery).
     func startAll() async
-    /// Wakes `origin`'s lane: a new operation, the origin back online, a state change.
+    /// Wakes `origin`'s lanes: a new operation, the origin back online, a state change.
     func kick(_ origin: Origin) async
     /// Wakes every lane with work or running (flush, connectivity back to auto).
     func kickAll() async

@@ -196,7 +196,7 @@ public final class OutboxQueue: Sendable {
         OperationSnapshot(id: entry.id, origin: entry.origin, method: request?.method ?? "", target: request?.target ?? "",
                           idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
                           priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
-                          state: state ?? entry.state)
+                          orderingKey: entry.orderingKey, state: state ?? entry.state)
     }
 
     /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
@@ -265,17 +265,19 @@ public final class OutboxQueue: Sendable {
 
     // MARK: Events
 
-    /// `event: operation` for a new state of `id` (origin looked up unless given).
-    private func announce(_ id: UUID, _ state: OperationState, origin: Origin? = nil) {
+    /// `event: operation` for a new state of `id` (its lane looked up unless given).
+    private func announce(_ id: UUID, _ state: OperationState, lane: (origin: Origin, orderingKey: String?)? = nil) {
         guard let events else { return }
-        guard let origin = origin ?? index.withLock({ $0.entry(id)?.origin }) else { return }
+        guard let lane = lane ?? index.withLock({ $0.entry(id).map { ($0.origin, $0.orderingKey) } }) else { return }
         events.publish("operation", Self.operationEvent(id: id, status: state.status.rawValue, retryCount: state.retryCount,
-                                                        lastError: state.lastError, origin: origin, orderingKey: nil))
+                                                        lastError: state.lastError, origin: lane.origin,
+                                                        orderingKey: lane.orderingKey))
     }
 
     private func announce(_ entry: QueueIndex<OperationRecords>.Entry, status: String) {
         events?.publish("operation", Self.operationEvent(id: entry.id, status: status, retryCount: entry.retryCount,
-                                                         lastError: entry.lastError, origin: entry.origin, orderingKey: nil))
+                                                         lastError: entry.lastError, origin: entry.origin,
+                                                         orderingKey: entry.orderingKey))
     }
 
     private static func operationEvent(id: UUID, status: String, retryCount: Int, lastError: String?, origin: Origin,
@@ -310,8 +312,8 @@ extension OutboxQueue: QueueGateway {
         if !value, let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
     }
 
-    package func hasQueued(_ origin: Origin) -> Bool {
-        index.withLock { $0.hasQueued(origin: origin) }
+    package func hasQueued(_ origin: Origin, orderingKey: String?) -> Bool {
+        index.withLock { $0.hasQueued(origin: origin, orderingKey: orderingKey) }
     }
 
     package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
@@ -373,7 +375,7 @@ extension OutboxQueue: QueueGateway {
                 case .success(let woken):
                     metrics.enqueued()
                     outcome = .success(operation)
-                    announce(operation.id, operation.state, origin: request.origin)
+                    announce(operation.id, operation.state, lane: (request.origin, request.orderingKey))
                     wake(woken + [request.origin])
                 case .failure(let error):
                     // The key was checked under its reservation, so only an id already indexed
@@ -531,14 +533,19 @@ extension OutboxQueue: AdminQueueSource {
 
     package var storageBytes: Int { log.diskBytes }
 
+    package func activeLanes(origin: Origin) -> Int {
+        index.withLock { $0.activeLanes(origin: origin) }
+    }
+
     package func unfinishedCount(origin: Origin) -> Int {
         index.withLock { $0.count(of: .pending, origin: origin) + $0.count(of: .inProgress, origin: origin) }
     }
 
-    package func list(status: OperationStatus?, tag: String?, origin: String?, after: UUID?, limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
+    package func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
+                      limit: Int) -> (items: [OperationSnapshot], next: UUID?) {
         let originValue = origin.flatMap { Origin.parseAbsolute($0 + "/")?.0 }
         if origin != nil && originValue == nil { return ([], nil) }
-        let filter = QueueIndex<OperationRecords>.Filter(status: status, tag: tag, origin: originValue)
+        let filter = QueueIndex<OperationRecords>.Filter(status: status, tag: tag, origin: originValue, orderingKey: orderingKey)
         let page: QueueIndex<OperationRecords>.Page? = index.withLock { index in
             if let after { return index.list(filter, after: after, limit: limit) }
             return index.list(filter, limit: limit)

@@ -9,8 +9,9 @@ import OutboxModel
 package protocol QueueGateway: AnyObject, Sendable {
     /// Admin `PUT /admin/connectivity offline`: forward nothing, queue every queueable request.
     var forcedOffline: Bool { get }
-    /// Operations for `origin` not yet finished: new writes queue behind them, never overtake them.
-    func hasQueued(_ origin: Origin) -> Bool
+    /// Operations not yet finished in the lane of `origin` and `orderingKey` (nil: the default
+    /// lane): new writes to that lane queue behind them, never overtake them.
+    func hasQueued(_ origin: Origin, orderingKey: String?) -> Bool
     /// The stored operation carrying `idempotencyKey`, if any, with the response it completed
     /// with (read from disk). Throws when the key is indexed but its records cannot be read:
     /// the caller can then tell neither a repeat from a conflict nor a free key, and must answer

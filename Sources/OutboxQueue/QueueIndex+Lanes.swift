@@ -2,23 +2,29 @@ import Foundation
 import OutboxModel
 
 extension QueueIndex {
-    /// What `origin`'s lane should do at `now` (ms since the epoch); see the type's comment for
-    /// the rules. O(1) apart from listing `dependencyFailed`: the lane keeps one heap per
-    /// priority of the operations ready to go, so it never scans its queue.
-    public func nextReady(origin: Origin, now: Int64) -> LaneStep {
+    /// What `origin`'s replay should do next at `now` (ms since the epoch), its busy lanes
+    /// aside; see the type's comment for the rules. Lanes whose backoff has ended by `now`
+    /// join the ready queue first (in the order they became due), then the lane that has
+    /// waited longest delivers its head. Mutating only to move those lanes: the delivered lane
+    /// leaves the ready queue when its operation goes `inProgress`, so asking twice without
+    /// starting it answers the same. O(log lanes) per lane moved, plus listing
+    /// `dependencyFailed`.
+    public mutating func nextReady(origin: Origin, now: Int64) -> LaneStep {
         guard let number = originNumbers[origin] else { return LaneStep(next: .idle) }
-        let lane = lanes[Int(number)]
-        let doomed = lane.doomed.sorted().map { records[Int($0)].id }
-        if lane.inFlight > 0 { return LaneStep(next: .busy, dependencyFailed: doomed) }
-        for priority in OperationPriority.allCases.reversed() {
-            guard let head = lane.heaps[priority.index].first else { continue }
-            let notBefore = records[Int(head)].nextAttemptAt
-            if notBefore != Self.none, notBefore > now {
-                return LaneStep(next: .wait(until: notBefore), dependencyFailed: doomed)
-            }
+        let originIndex = Int(number)
+        while let due = originLanes[originIndex].backoff.first, due.key <= now {
+            originLanes[originIndex].backoff.remove(slot: due.slot, positions: &lanePositions)
+            join(.ready, lane: due.lane)
+        }
+        let lanesOfOrigin = originLanes[originIndex]
+        let doomed = lanesOfOrigin.doomed.sorted().map { records[Int($0)].id }
+        if let next = lanesOfOrigin.ready.first, let head = lanes[next.slot].heaps.head {
             return LaneStep(next: .deliver(records[Int(head)].id), dependencyFailed: doomed)
         }
-        return LaneStep(next: .idle, dependencyFailed: doomed)
+        if let waiting = lanesOfOrigin.backoff.first {
+            return LaneStep(next: .wait(until: waiting.key), dependencyFailed: doomed)
+        }
+        return LaneStep(next: lanesOfOrigin.active > 0 ? .busy : .idle, dependencyFailed: doomed)
     }
 
     /// Takes `state` for the record at `slot`, then re-places what waits for it.
@@ -36,31 +42,38 @@ extension QueueIndex {
     /// oldest-unfinished hint right.
     mutating func setStatus(_ status: OperationStatus?, of slot: Int32) {
         let index = Int(slot)
-        let lane = Int(records[index].origin)
+        let lane = Int(records[index].lane)
+        let origin = Int(lanes[lane].origin)
         unplace(slot)
         if let old = records[index].status {
             statusCounts[old.index] -= 1
-            lanes[lane].counts[old.index] -= 1
+            originLanes[origin].counts[old.index] -= 1
+            if !old.isFinished { lanes[lane].unfinished -= 1 }
         }
         records[index].status = status
         if let status {
             statusCounts[status.index] += 1
-            lanes[lane].counts[status.index] += 1
-            if !status.isFinished, index < oldestUnfinishedHint { oldestUnfinishedHint = index }
+            originLanes[origin].counts[status.index] += 1
+            if !status.isFinished {
+                lanes[lane].unfinished += 1
+                if index < oldestUnfinishedHint { oldestUnfinishedHint = index }
+            }
         }
         place(slot)
         advanceOldestUnfinishedHint()
-        lanesToWake.insert(UInt32(lane))
+        lanesToWake.insert(UInt32(origin))
     }
 
     /// Puts the record at `slot` where its status and its dependency's status say.
     mutating func place(_ slot: Int32) {
         let index = Int(slot)
-        let lane = Int(records[index].origin)
+        let lane = Int(records[index].lane)
+        let origin = Int(lanes[lane].origin)
         switch records[index].status {
         case nil, .completed, .failed, .conflict:
             records[index].placement = .none
         case .inProgress:
+            if lanes[lane].inFlight == 0 { originLanes[origin].active += 1 }
             lanes[lane].inFlight += 1
             records[index].placement = .inFlight
         case .pending:
@@ -69,38 +82,88 @@ extension QueueIndex {
                dependencyStatus != .completed {
                 dependents[dependencySlot, default: []].append(slot)
                 if dependencyStatus.isFinished {
-                    lanes[lane].doomed.insert(slot)
+                    originLanes[origin].doomed.insert(slot)
                     records[index].placement = .doomed
                 } else {
                     records[index].placement = .waiting
                 }
             } else {
-                lanes[lane].heaps[records[index].priority.index].insert(slot, positions: &heapPositions)
+                lanes[lane].heaps.with(records[index].priority) { $0.insert(slot, positions: &heapPositions) }
                 records[index].placement = .ready
             }
         }
+        reschedule(lane: UInt32(lane))
     }
 
     /// Takes the record at `slot` out of every lane structure. Its dependency, if it waits for
     /// one, is still indexed: removal re-places dependents before their dependency disappears.
     mutating func unplace(_ slot: Int32) {
         let index = Int(slot)
-        let lane = Int(records[index].origin)
+        let lane = Int(records[index].lane)
+        let origin = Int(lanes[lane].origin)
         switch records[index].placement {
         case .none:
             break
         case .ready:
-            lanes[lane].heaps[records[index].priority.index].remove(slot, positions: &heapPositions)
+            lanes[lane].heaps.with(records[index].priority) { $0.remove(slot, positions: &heapPositions) }
         case .inFlight:
             lanes[lane].inFlight -= 1
+            if lanes[lane].inFlight == 0 { originLanes[origin].active -= 1 }
         case .waiting, .doomed:
-            if records[index].placement == .doomed { lanes[lane].doomed.remove(slot) }
+            if records[index].placement == .doomed { originLanes[origin].doomed.remove(slot) }
             if let dependency = records[index].dependsOn, let dependencySlot = self.slot(of: dependency) {
                 dependents[dependencySlot]?.removeAll { $0 == slot }
                 if dependents[dependencySlot]?.isEmpty == true { dependents[dependencySlot] = nil }
             }
         }
         records[index].placement = .none
+        reschedule(lane: UInt32(lane))
+    }
+
+    /// Puts `lane` where its state says in its origin's schedule: nowhere while busy or empty,
+    /// in the backoff heap while its head waits for `nextAttemptAt`, else in the ready heap. A
+    /// lane already ready keeps its turn (a write joining its tail must not send it to the back).
+    mutating func reschedule(lane number: UInt32) {
+        let lane = lanes[Int(number)]
+        let wanted: Schedule
+        if lane.inFlight > 0 {
+            wanted = .none
+        } else if let head = lane.heaps.head {
+            wanted = records[Int(head)].nextAttemptAt == Self.none ? .ready : .backoff
+        } else {
+            wanted = .none
+        }
+        if wanted == .ready && lane.schedule == .ready { return }
+        leaveSchedule(lane: number)
+        if wanted != .none { join(wanted, lane: number) }
+    }
+
+    private mutating func leaveSchedule(lane number: UInt32) {
+        let origin = Int(lanes[Int(number)].origin)
+        switch lanes[Int(number)].schedule {
+        case .none: break
+        case .ready: originLanes[origin].ready.remove(slot: Int(number), positions: &lanePositions)
+        case .backoff: originLanes[origin].backoff.remove(slot: Int(number), positions: &lanePositions)
+        }
+        lanes[Int(number)].schedule = .none
+    }
+
+    /// Adds `lane` (in no heap now) to the back of its origin's ready queue, or to the backoff
+    /// heap at its head's retry time.
+    private mutating func join(_ schedule: Schedule, lane number: UInt32) {
+        let origin = Int(lanes[Int(number)].origin)
+        switch schedule {
+        case .none:
+            return
+        case .ready:
+            originLanes[origin].ready.insert(ScheduledLane(key: nextTurn, lane: number), positions: &lanePositions)
+            nextTurn += 1
+        case .backoff:
+            guard let head = lanes[Int(number)].heaps.head else { return }
+            let due = records[Int(head)].nextAttemptAt
+            originLanes[origin].backoff.insert(ScheduledLane(key: due, lane: number), positions: &lanePositions)
+        }
+        lanes[Int(number)].schedule = schedule
     }
 
     /// Re-places the operations waiting for (or doomed by) the record at `slot` after its
@@ -109,10 +172,11 @@ extension QueueIndex {
         guard let waiting = dependents.removeValue(forKey: slot) else { return }
         for dependent in waiting {
             let index = Int(dependent)
-            if records[index].placement == .doomed { lanes[Int(records[index].origin)].doomed.remove(dependent) }
+            let origin = lanes[Int(records[index].lane)].origin
+            if records[index].placement == .doomed { originLanes[Int(origin)].doomed.remove(dependent) }
             records[index].placement = .none
             place(dependent)
-            lanesToWake.insert(records[index].origin)
+            lanesToWake.insert(origin)
         }
     }
 
@@ -123,15 +187,23 @@ extension QueueIndex {
         }
     }
 
-    /// Drops tombstones and rebuilds every derived structure; record order (creation order)
-    /// and sequences are kept, so lanes and cursors behave as before.
+    /// Drops tombstones and rebuilds every derived structure; record order (creation order),
+    /// sequences and lane numbers are kept, so lanes and cursors behave as before (a ready
+    /// lane's turn is handed out again, in lane order).
     mutating func compact() {
         records.removeAll { $0.status == nil }
         tombstones = 0
         heapPositions = [Int32](repeating: -1, count: records.count)
         dependents = [:]
         statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
-        for lane in lanes.indices { lanes[lane] = Lane() }
+        for origin in originLanes.indices { originLanes[origin] = OriginLanes(defaultLane: originLanes[origin].defaultLane) }
+        for lane in lanes.indices {
+            lanes[lane].heaps = PriorityHeaps()
+            lanes[lane].inFlight = 0
+            lanes[lane].schedule = .none
+            lanes[lane].unfinished = 0
+            lanePositions[lane] = -1
+        }
         let slots = (0..<Int32(records.count))
         ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
         keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.hashValue })
@@ -139,8 +211,10 @@ extension QueueIndex {
             let index = Int(slot)
             records[index].placement = .none
             if let status = records[index].status {
+                let lane = Int(records[index].lane)
                 statusCounts[status.index] += 1
-                lanes[Int(records[index].origin)].counts[status.index] += 1
+                originLanes[Int(lanes[lane].origin)].counts[status.index] += 1
+                if !status.isFinished { lanes[lane].unfinished += 1 }
             }
         }
         for slot in slots { place(slot) }

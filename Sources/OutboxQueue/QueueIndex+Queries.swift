@@ -10,12 +10,16 @@ extension QueueIndex {
         public var tag: String?
         /// Only this origin.
         public var origin: Origin?
+        /// Only this exact ordering key (the lane of that key, in every origin unless `origin`
+        /// is given too).
+        public var orderingKey: String?
 
         /// A filter on the given fields.
-        public init(status: OperationStatus? = nil, tag: String? = nil, origin: Origin? = nil) {
+        public init(status: OperationStatus? = nil, tag: String? = nil, origin: Origin? = nil, orderingKey: String? = nil) {
             self.status = status
             self.tag = tag
             self.origin = origin
+            self.orderingKey = orderingKey
         }
     }
 
@@ -46,13 +50,22 @@ extension QueueIndex {
         }
         let originNumber = filter.origin.map { originNumbers[$0] }
         if case .some(.none) = originNumber { return Page(entries: [], next: nil) }
+        // The key's lanes, one per origin that has it: records are matched by lane number.
+        var keyLanes: Set<UInt32>?
+        if let orderingKey = filter.orderingKey {
+            var candidates = Array(0..<UInt32(origins.count))
+            if case .some(.some(let number)) = originNumber { candidates = [number] }
+            keyLanes = Set(candidates.compactMap { laneNumbers[LaneName(origin: $0, orderingKey: orderingKey)] })
+            if keyLanes?.isEmpty == true { return Page(entries: [], next: nil) }
+        }
         var entries: [Entry] = []
         for index in start..<records.count {
             let record = records[index]
             guard let status = record.status,
                   filter.status.map({ $0 == status }) ?? true,
                   filter.tag.map({ $0 == record.tag }) ?? true,
-                  originNumber.map({ $0 == record.origin }) ?? true else { continue }
+                  originNumber.map({ $0 == lanes[Int(record.lane)].origin }) ?? true,
+                  keyLanes.map({ $0.contains(record.lane) }) ?? true else { continue }
             if entries.count == limit { return Page(entries: entries, next: entries.last?.sequence) }
             entries.append(entry(at: Int32(index)))
         }
@@ -112,8 +125,13 @@ extension QueueIndex {
         }
         var bytes = records.capacity * MemoryLayout<Record>.stride + heapPositions.capacity * 4
         bytes += ids.footprint + keys.footprint
+        bytes += lanes.capacity * MemoryLayout<Lane>.stride + lanePositions.capacity * 4
+        bytes += laneNumbers.capacity * (MemoryLayout<LaneName>.stride + 4) + freeLanes.capacity * 4
         for lane in lanes {
-            bytes += lane.heaps.reduce(0) { $0 + $1.slots.capacity * 4 } + lane.doomed.capacity * 8
+            bytes += lane.heaps.capacity * 4 + outOfLine(lane.orderingKey)
+        }
+        for origin in originLanes {
+            bytes += origin.doomed.capacity * 8 + (origin.ready.members.capacity + origin.backoff.members.capacity) * 16
         }
         for record in records {
             bytes += outOfLine(record.tag) + outOfLine(record.lastError)

@@ -2,23 +2,24 @@ import Foundation
 import OutboxModel
 
 /// The in-memory index of every stored operation: lookups by id and idempotency key, counts
-/// by status, listing in queue order, and each origin's replay lane (the rules below). Pure
+/// by status, listing in queue order, and the replay lanes (the rules below). Pure
 /// bookkeeping: the storage layer persists every change first, then tells the index.
 ///
 /// Layout, for a million operations in well under 200 MB: one contiguous array of compact
 /// records in creation order (removal leaves a tombstone; the array is compacted when
 /// tombstones outnumber live records), two `SlotTable`s (id → slot, key → slot) and, per
-/// origin and priority, a `LaneHeap` of the pending operations that are ready to go.
+/// lane and priority, a `LaneHeap` of the pending operations that are ready to go.
 ///
-/// Ordering rules, per origin:
+/// A lane is an origin plus an ordering key (`Outbox-Ordering-Key`); operations without one
+/// share the origin's default lane. Ordering rules, per lane:
 /// - One operation at a time: while one is `inProgress` the lane is busy.
 /// - Highest priority first, first-in first-out (creation order) within a priority.
 /// - The head of the lane backing off (`nextAttemptAt` in the future) makes the lane wait:
-///   later operations do not overtake a retrying one.
+///   later operations do not overtake a retrying one. Other lanes of the origin go on.
 /// - An operation whose `dependsOn` is pending or in progress is set aside, and the lane goes
 ///   on with the others. It cannot block the lane: its dependency may sit behind it (lower
-///   priority) or in another origin, and blocking would then deadlock or couple origins that
-///   must replay independently. Operations depending on a set-aside one are set aside
+///   priority) or in another lane or origin, and blocking would then deadlock or couple lanes
+///   that must replay independently. Operations depending on a set-aside one are set aside
 ///   too, because their own dependency is not completed. Once the dependency completes, the
 ///   operation rejoins its lane at its creation-order place.
 /// - When the dependency ends `failed` or `conflict`, the operation is reported in
@@ -29,6 +30,14 @@ import OutboxModel
 ///   one, so "missing = satisfied" is the only rule that behaves the same before and after.
 ///   Consequence: insert operations in creation order (the storage replays its log in order),
 ///   or a dependency inserted after its dependent is not seen.
+///
+/// Which lane of an origin goes next (`nextReady`): round-robin over the lanes whose head may
+/// go. A lane joins the back of its origin's ready queue when its head becomes deliverable
+/// (its first operation arrives, its attempt ends and more is queued, its backoff ends), and
+/// leaves it while an attempt is in flight; so a lane with a long backlog delivers one
+/// operation per round like every other and cannot starve them. Lanes whose head backs off
+/// wait in a second heap ordered by retry time and join the ready queue once due. Every
+/// step is O(log lanes); nothing scans the operations.
 ///
 /// A value type with no locking of its own: `OutboxQueue` keeps it behind one `Mutex`, since
 /// the event loops ask it synchronous questions on every queueable request (an actor hop per
@@ -65,6 +74,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         public var dependsOn: UUID?
         /// Its `Outbox-Tag`.
         public var tag: String?
+        /// Its `Outbox-Ordering-Key`; nil: the origin's default lane.
+        public var orderingKey: String?
         /// Last error, cut to `QueueIndex.maxErrorLength` characters (storage has it whole).
         public var lastError: String?
         /// Where the storage keeps it.
@@ -111,18 +122,83 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var status: OperationStatus?
         var priority: OperationPriority
         var placement: Placement
-        var origin: UInt32
+        var lane: UInt32
         var retryCount: UInt32
         var locator: Locator
     }
 
-    /// Per-origin lane state.
+    /// The four priority heaps of a lane, as stored fields: an array of them would cost each of
+    /// up to a hundred thousand lanes an allocation.
+    struct PriorityHeaps: Sendable {
+        var low = LaneHeap(), normal = LaneHeap(), high = LaneHeap(), critical = LaneHeap()
+
+        /// Runs `body` on the heap of `priority`, in place (no copy of its storage).
+        mutating func with<Result>(_ priority: OperationPriority, _ body: (inout LaneHeap) -> Result) -> Result {
+            switch priority {
+            case .low: body(&low)
+            case .normal: body(&normal)
+            case .high: body(&high)
+            case .critical: body(&critical)
+            }
+        }
+
+        /// The lane's head: the oldest operation of the highest priority that has one.
+        var head: Int32? { critical.first ?? high.first ?? normal.first ?? low.first }
+
+        var capacity: Int { low.slots.capacity + normal.slots.capacity + high.slots.capacity + critical.slots.capacity }
+    }
+
+    /// Where a lane is in its origin's schedule.
+    enum Schedule: UInt8, Sendable {
+        /// Busy (an attempt in flight), or nothing free to go.
+        case none
+        /// In the origin's ready heap, keyed by its turn.
+        case ready
+        /// In the origin's backoff heap, keyed by its head's `nextAttemptAt`.
+        case backoff
+    }
+
+    /// One lane: an origin and an ordering key.
     struct Lane: Sendable {
-        var heaps = [LaneHeap](repeating: LaneHeap(), count: OperationPriority.allCases.count)
-        var inFlight = 0
-        var doomed: Set<Int32> = []
+        var origin: UInt32
+        var orderingKey: String?
+        var heaps = PriorityHeaps()
+        var inFlight: Int32 = 0
+        var schedule = Schedule.none
+        /// Pending and in-progress operations: new writes to the lane queue behind them.
+        var unfinished = 0
+        /// Records of any status in the lane; a keyed lane is released when none is left.
+        var members = 0
+
+        init(origin: UInt32, orderingKey: String?) {
+            self.origin = origin
+            self.orderingKey = orderingKey
+        }
+    }
+
+    /// A keyed lane's name, for finding its number.
+    struct LaneName: Hashable, Sendable {
+        var origin: UInt32
+        var orderingKey: String
+    }
+
+    /// Per-origin state: counts, and the schedule of its lanes.
+    struct OriginLanes: Sendable {
+        var defaultLane: UInt32
         var counts = [Int](repeating: 0, count: OperationStatus.allCases.count)
         var unfinished: Int { counts[OperationStatus.pending.index] + counts[OperationStatus.inProgress.index] }
+        /// Pending operations whose dependency ended failed or conflict.
+        var doomed: Set<Int32> = []
+        /// Lanes whose head may go now, by turn (lower = waiting longer).
+        var ready = PositionedHeap<ScheduledLane>()
+        /// Lanes whose head backs off, by the time it is due.
+        var backoff = PositionedHeap<ScheduledLane>()
+        /// Lanes with an attempt in flight.
+        var active = 0
+
+        init(defaultLane: UInt32) {
+            self.defaultLane = defaultLane
+        }
     }
 
     static var none: Int64 { .min }
@@ -134,7 +210,16 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     var keys = SlotTable()
     var origins: [Origin] = []
     var originNumbers: [Origin: UInt32] = [:]
+    var originLanes: [OriginLanes] = []
     var lanes: [Lane] = []
+    /// Keyed lanes by name (default lanes are found through `originLanes`).
+    var laneNumbers: [LaneName: UInt32] = [:]
+    /// Numbers of released lanes, for reuse.
+    var freeLanes: [UInt32] = []
+    /// Position of each lane in its origin's ready or backoff heap, -1 when in neither.
+    var lanePositions: [Int32] = []
+    /// The next turn handed to a lane joining a ready heap.
+    var nextTurn: Int64 = 0
     /// Pending operations waiting for (or doomed by) each dependency slot.
     var dependents: [Int32: [Int32]] = [:]
     var statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
@@ -157,17 +242,18 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Adds an operation in `state`. Insert in creation order: the index numbers entries in
     /// insertion order and that order is FIFO (see the type's comment on dependencies).
     public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,
-                                tag: String?, dependsOn: UUID?, createdAt: Int64, state: OperationState,
-                                locator: Locator) throws(QueueIndexError) {
+                                tag: String?, dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil,
+                                state: OperationState, locator: Locator) throws(QueueIndexError) {
         guard slot(of: id) == nil else { throw .duplicateID(id) }
         let key = IndexedKey(idempotencyKey)
         guard slot(ofKey: key) == nil else { throw .duplicateKey(idempotencyKey) }
-        let originNumber = intern(origin)
+        let laneNumber = intern(origin, orderingKey: orderingKey)
+        lanes[Int(laneNumber)].members += 1
         let slot = Int32(records.count)
         records.append(Record(
             id: id, sequence: nextSequence, createdAt: createdAt, lastAttemptAt: Self.none,
             nextAttemptAt: Self.none, tag: tag, lastError: nil, key: key, dependsOn: dependsOn, status: nil,
-            priority: priority, placement: .none, origin: originNumber, retryCount: 0, locator: locator))
+            priority: priority, placement: .none, lane: laneNumber, retryCount: 0, locator: locator))
         heapPositions.append(-1)
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
@@ -181,7 +267,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     public mutating func insert(_ operation: OperationSnapshot, locator: Locator) throws(QueueIndexError) {
         try insert(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
                    priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
-                   createdAt: operation.createdAt, state: operation.state, locator: locator)
+                   createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: operation.state,
+                   locator: locator)
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).
@@ -205,6 +292,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         records[Int(slot)].key = .text("")
         tombstones += 1
         replaceDependents(of: slot)
+        release(lane: records[Int(slot)].lane)
         if tombstones > 1024, tombstones > count { compact() }
         return removed
     }
@@ -227,14 +315,27 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Operations of `origin` with `status`.
     public func count(of status: OperationStatus, origin: Origin) -> Int {
         guard let number = originNumbers[origin] else { return 0 }
-        return lanes[Int(number)].counts[status.index]
+        return originLanes[Int(number)].counts[status.index]
     }
 
-    /// True when `origin` has a pending or in-progress operation: a new write to it must be
-    /// queued behind them rather than forwarded, so nothing overtakes an older write.
+    /// True when `origin` has a pending or in-progress operation in any lane.
     public func hasQueued(origin: Origin) -> Bool {
         guard let number = originNumbers[origin] else { return false }
+        return originLanes[Int(number)].unfinished > 0
+    }
+
+    /// True when the lane of `origin` and `orderingKey` (nil: the default lane) has a pending
+    /// or in-progress operation: a new write to that lane must be queued behind them rather
+    /// than forwarded, so nothing overtakes an older write. Other lanes do not matter.
+    public func hasQueued(origin: Origin, orderingKey: String?) -> Bool {
+        guard let number = laneNumber(origin: origin, orderingKey: orderingKey) else { return false }
         return lanes[Int(number)].unfinished > 0
+    }
+
+    /// Lanes of `origin` with an attempt in flight.
+    public func activeLanes(origin: Origin) -> Int {
+        guard let number = originNumbers[origin] else { return 0 }
+        return originLanes[Int(number)].active
     }
 
     /// The origins whose lanes may have changed (new work, a dependency resolved, a finished
@@ -250,12 +351,13 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         let record = records[Int(slot)]
         let finished = record.status?.isFinished ?? true
         return Entry(
-            id: record.id, origin: origins[Int(record.origin)], idempotencyKey: record.key.string,
+            id: record.id, origin: origins[Int(lanes[Int(record.lane)].origin)], idempotencyKey: record.key.string,
             status: record.status ?? .failed, priority: record.priority, sequence: record.sequence,
             createdAt: record.createdAt, retryCount: Int(record.retryCount),
             lastAttemptAt: record.lastAttemptAt == Self.none ? nil : record.lastAttemptAt,
             nextAttemptAt: finished || record.nextAttemptAt == Self.none ? nil : record.nextAttemptAt,
-            dependsOn: record.dependsOn, tag: record.tag, lastError: record.lastError, locator: record.locator)
+            dependsOn: record.dependsOn, tag: record.tag, orderingKey: lanes[Int(record.lane)].orderingKey,
+            lastError: record.lastError, locator: record.locator)
     }
 
     func slot(of id: UUID) -> Int32? {
@@ -276,13 +378,49 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         return Int(truncatingIfNeeded: z ^ (z >> 31))
     }
 
-    private mutating func intern(_ origin: Origin) -> UInt32 {
-        if let number = originNumbers[origin] { return number }
-        let number = UInt32(origins.count)
-        origins.append(origin)
-        originNumbers[origin] = number
-        lanes.append(Lane())
-        return number
+    /// The number of the lane of `origin` and `orderingKey`, when it exists.
+    func laneNumber(origin: Origin, orderingKey: String?) -> UInt32? {
+        guard let number = originNumbers[origin] else { return nil }
+        guard let orderingKey else { return originLanes[Int(number)].defaultLane }
+        return laneNumbers[LaneName(origin: number, orderingKey: orderingKey)]
+    }
+
+    private mutating func intern(_ origin: Origin, orderingKey: String?) -> UInt32 {
+        let originNumber: UInt32
+        if let known = originNumbers[origin] {
+            originNumber = known
+        } else {
+            originNumber = UInt32(origins.count)
+            origins.append(origin)
+            originNumbers[origin] = originNumber
+            originLanes.append(OriginLanes(defaultLane: newLane(origin: originNumber, orderingKey: nil)))
+        }
+        guard let orderingKey else { return originLanes[Int(originNumber)].defaultLane }
+        let name = LaneName(origin: originNumber, orderingKey: orderingKey)
+        if let lane = laneNumbers[name] { return lane }
+        let lane = newLane(origin: originNumber, orderingKey: orderingKey)
+        laneNumbers[name] = lane
+        return lane
+    }
+
+    private mutating func newLane(origin: UInt32, orderingKey: String?) -> UInt32 {
+        if let reused = freeLanes.popLast() {
+            lanes[Int(reused)] = Lane(origin: origin, orderingKey: orderingKey)
+            return reused
+        }
+        lanes.append(Lane(origin: origin, orderingKey: orderingKey))
+        lanePositions.append(-1)
+        return UInt32(lanes.count - 1)
+    }
+
+    /// Drops one member from `lane`; a keyed lane left with none is released, so a key used
+    /// once costs nothing once its operations are gone. Default lanes stay.
+    private mutating func release(lane: UInt32) {
+        lanes[Int(lane)].members -= 1
+        guard lanes[Int(lane)].members == 0, let orderingKey = lanes[Int(lane)].orderingKey else { return }
+        laneNumbers[LaneName(origin: lanes[Int(lane)].origin, orderingKey: orderingKey)] = nil
+        lanes[Int(lane)].orderingKey = nil
+        freeLanes.append(lane)
     }
 }
 

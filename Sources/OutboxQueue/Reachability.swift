@@ -19,6 +19,9 @@ public final class Reachability: Sendable {
     }
 
     private let state = Mutex<[Origin: Entry]>([:])
+    /// How many entries are offline, changed under `state`'s lock: while it is zero, the two
+    /// calls every forwarded request makes (`isOnline`, `markOnline`) need no lock and no lookup.
+    private let offlineCount = Atomic<Int>(0)
     private let interval: Double
     private let probe: @Sendable (Origin) async -> Bool
     private let onOnline = Mutex<(@Sendable (Origin) -> Void)?>(nil)
@@ -51,7 +54,8 @@ public final class Reachability: Sendable {
     }
 
     public func isOnline(_ origin: Origin) -> Bool {
-        state.withLock { $0[origin]?.online ?? true }
+        if offlineCount.load(ordering: .acquiring) == 0 { return true }
+        return state.withLock { $0[origin]?.online ?? true }
     }
 
     /// Records a failure that means "unreachable" and starts probing if it was online.
@@ -61,6 +65,7 @@ public final class Reachability: Sendable {
         let (startProbe, wasOnline) = state.withLock { map -> (Bool, Bool) in
             var entry = map[origin] ?? Entry()
             let wasOnline = entry.online
+            if wasOnline { offlineCount.add(1, ordering: .releasing) }
             entry.online = false
             entry.lastError = reason
             let start = !entry.probing
@@ -80,8 +85,10 @@ public final class Reachability: Sendable {
 
     /// Records that the origin answered (a forwarded request or a replay got a response).
     public func markOnline(_ origin: Origin) {
+        guard offlineCount.load(ordering: .acquiring) > 0 else { return }
         let cameBack = state.withLock { map -> Bool in
             guard var entry = map[origin], !entry.online else { return false }
+            offlineCount.subtract(1, ordering: .releasing)
             entry.online = true
             entry.nextProbeAt = nil
             map[origin] = entry

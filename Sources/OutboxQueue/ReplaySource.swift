@@ -1,9 +1,12 @@
 import Foundation
 import OutboxModel
 
-/// What the replayer needs from the queue: the next operation of a lane, and durable state
-/// changes. The queue decides order (priority, FIFO, dependencies); the replayer only acts.
+/// What the replayer needs from the queue: the next operation of an origin (the head of the
+/// lane whose turn it is), and durable state changes. The queue decides order (lanes and their
+/// turns, priority, FIFO, dependencies); the replayer only acts and bounds how many run at once.
 package protocol ReplaySource: Sendable {
+    /// The next thing to do for `origin`, leaving out lanes with an attempt in flight: the
+    /// caller marks an operation `inProgress` (`recordSoon`) before asking again.
     func nextWork(for origin: Origin, now: Int64) -> ReplayWork
     /// Writes the new state durably (returns after its fdatasync).
     func record(_ id: UUID, _ state: OperationState) async
@@ -25,7 +28,7 @@ extension ReplaySource {
     }
 }
 
-/// The next thing a lane should do.
+/// The next thing an origin's replay should do.
 package enum ReplayWork: Sendable {
     /// Attempt this operation now.
     case attempt(UUID, OperationRequest, OperationState)
@@ -33,6 +36,6 @@ package enum ReplayWork: Sendable {
     case failDependent(UUID, OperationState)
     /// Nothing is due before this time (ms since the epoch).
     case wait(until: Int64)
-    /// The lane is empty.
+    /// Nothing to start: every lane is empty, waiting for a dependency, or in flight.
     case idle
 }

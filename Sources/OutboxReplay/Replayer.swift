@@ -11,14 +11,21 @@ package protocol ReplayTransport: Sendable {
               maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
 }
 
-/// Delivers stored operations, one lane per origin: one operation at a time per
-/// origin, in the queue's order, with backoff between retries; origins replay independently.
+/// Delivers stored operations: per origin, up to `maxConcurrentPerOrigin` lanes at the same
+/// time, one operation at a time within a lane, in the queue's order, with backoff between
+/// retries; origins replay independently. Which lane goes next is the queue's choice
+/// (`ReplaySource.nextWork`); the replayer only bounds how many attempts run at once.
 ///
-/// A lane runs while its origin has work and is online; it parks while the origin is offline
-/// (the reachability probe wakes it), while the admin switch says offline, or until the next
-/// retry is due. `kick` wakes a parked lane (new operation, origin back, flush). Outcomes are
-/// written behind the lane, which runs at most ``OutcomeWindow/redeliveryBound`` of them ahead
-/// of the disk: what a `kill -9` makes it send again.
+/// Each origin has one scheduling loop. It runs while the origin has work and is online, and
+/// starts a worker whenever a slot is free and the queue names a lane that may go; a worker
+/// sends that operation, then the next one the queue names, until nothing can start at once.
+/// The loop parks while the origin is offline (the reachability probe wakes it), while the
+/// admin switch says offline, while every slot is busy (a worker that stops wakes it), or
+/// until the next retry is due. `kick` wakes a parked loop (new operation, origin back, flush).
+///
+/// Outcomes are written behind the lanes; each lane has an ``OutcomeWindow`` and runs at most
+/// ``OutcomeWindow/redeliveryBound`` outcomes ahead of the disk: what a `kill -9` makes it send
+/// again.
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -29,9 +36,21 @@ public actor Replayer {
     private let logger: Logger
     private let clock: ReplayClock
     private let metrics: Metrics?
+    private let maxConcurrentPerOrigin: Int
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
+    /// Attempt slots in use per origin: workers, each sending one operation at a time.
+    private var workers: [Origin: Int] = [:]
+    /// The earliest timer already set to wake each origin's loop, so that a loop parking again
+    /// and again for the same retry does not start a sleeper each time.
+    private var timers: [Origin: Int64] = [:]
+    /// Each lane's outcomes not yet on disk. Kept across runs of the lane, so the bound holds
+    /// when a lane stops and starts again before its writes are done; a window is dropped once
+    /// it has nothing unwritten and no attempt of its lane is under way.
+    private var windows: [LaneKey: OutcomeWindow] = [:]
+    /// Lanes with an attempt between its wait for room and its outcome being tracked.
+    private var busyLanes: Set<LaneKey> = []
     /// Origins with work recovered at startup whose first probe has not answered yet.
     private var unprobed: Set<Origin> = []
     private var random = SystemRandomNumberGenerator()
@@ -41,10 +60,12 @@ public actor Replayer {
 
     /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
     ///   backoff is stepped through instead of slept through.
+    /// - Parameter maxConcurrentPerOrigin: lanes of one origin delivered at the same time (≥ 1).
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
-         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil) {
+         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8) {
         self.metrics = metrics
+        self.maxConcurrentPerOrigin = max(1, maxConcurrentPerOrigin)
         self.source = source
         self.client = client
         self.reachability = reachability
@@ -77,48 +98,41 @@ public actor Replayer {
         if reachable { kick(origin) }
     }
 
-    /// Wakes `origin`'s lane, starting it if needed.
+    /// Wakes `origin`'s loop, starting it if needed.
     package func kick(_ origin: Origin) {
         if let waiter = parked.removeValue(forKey: origin) {
             waiter.resume()
             return
         }
         if running.contains(origin) {
-            // Busy with an attempt: look again before parking.
+            // Busy starting an attempt or recording: look again before parking.
             kicked.insert(origin)
             return
         }
         running.insert(origin)
-        Task { await self.runLane(origin) }
+        Task { await self.runOrigin(origin) }
     }
 
     package func kickAll() {
         for origin in Set(source.originsWithWork).union(running) { kick(origin) }
     }
 
-    private func runLane(_ origin: Origin) async {
-        // The lane's outcomes not yet on disk. It lives as long as this run of the lane, and the
-        // run ends only once they are written, so a lane started again starts with none.
-        let window = OutcomeWindow()
+    private func runOrigin(_ origin: Origin) async {
         while true {
-            // Before choosing work, so that what is chosen is current when it is sent.
-            await window.waitForRoom()
             kicked.remove(origin)
-            if source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin) {
+            let inFlight = workers[origin, default: 0]
+            if isBlocked(origin) || inFlight >= maxConcurrentPerOrigin {
                 await park(origin, until: nil)
                 continue
             }
             switch source.nextWork(for: origin, now: now()) {
+            case .idle where inFlight > 0:
+                // Every lane with work is in flight: a worker that runs out of work wakes the loop.
+                await park(origin, until: nil)
             case .idle:
-                // Re-checked after the await-free scan: a kick while we looked restarts us.
+                // Re-checked after the await-free look: a kick while we looked restarts us.
                 if kicked.contains(origin) { continue }
-                if window.unwritten > 0 {
-                    // Ends only once they are written (one sync, normally): new work for the
-                    // lane meanwhile waits that long, its kick leaves its mark, and the loop
-                    // looks again in any case.
-                    await window.waitUntilWritten()
-                    continue
-                }
+                sweepWindows()
                 running.remove(origin)
                 return
             case .wait(let until):
@@ -126,22 +140,39 @@ public actor Replayer {
             case .failDependent(let id, let state):
                 await source.record(id, ReplayTransition.failDependency(current: state))
             case .attempt(let id, let request, let state):
-                await attempt(id, request, state, origin: origin, window: window)
+                guard let attempt = begin(id, request, state) else {
+                    if let expired = expiry(of: request, state) { await source.record(id, expired) }
+                    continue
+                }
+                workers[origin, default: 0] += 1
+                Task { await self.work(attempt, origin: origin) }
             }
         }
     }
 
-    /// Parks the lane until kicked or, with a deadline, until then.
+    /// Whether `origin`'s attempts must not start now: the admin switch says offline, the
+    /// origin is offline, or its first probe after a restart has not answered.
+    private func isBlocked(_ origin: Origin) -> Bool {
+        source.forcedOffline || unprobed.contains(origin) || !reachability.isOnline(origin)
+    }
+
+    /// Parks the loop until kicked or, with a deadline, until then.
     private func park(_ origin: Origin, until deadline: Int64?) async {
         if kicked.contains(origin) { return }
         if let deadline {
             if deadline <= now() { return }
-            let clock = self.clock
-            Task {
-                // Cancelled, the sleep only ends early, and an early wake only makes the lane look
-                // again (this task runs on the actor).
-                try? await clock.sleep(until: deadline)
-                self.wake(origin)
+            // A timer still running for an earlier time wakes the loop, which then parks again
+            // for this one: no second sleeper.
+            let covered = timers[origin].map { $0 <= deadline && $0 > now() } ?? false
+            if !covered {
+                timers[origin] = deadline
+                let clock = self.clock
+                Task {
+                    // Cancelled, the sleep only ends early, and an early wake only makes the loop look
+                    // again (this task runs on the actor).
+                    try? await clock.sleep(until: deadline)
+                    self.timerFired(origin, deadline: deadline)
+                }
             }
         }
         await withCheckedContinuation { continuation in
@@ -149,25 +180,87 @@ public actor Replayer {
         }
     }
 
-    private func wake(_ origin: Origin) {
+    private func timerFired(_ origin: Origin, deadline: Int64) {
+        if timers[origin] == deadline { timers[origin] = nil }
         parked.removeValue(forKey: origin)?.resume()
     }
 
-    private func attempt(_ id: UUID, _ request: OperationRequest, _ state: OperationState, origin: Origin,
-                         window: OutcomeWindow) async {
-        let started = now()
-        if let expired = ReplayTransition.expire(current: state, createdAt: request.createdAt, now: started,
-                                                 ttlSeconds: Double(ttlMillis) / 1000) {
-            await source.record(id, expired)
-            return
-        }
-        let inProgress = ReplayTransition.startAttempt(current: state, now: started)
+    /// A lane as the replayer tells them apart: the origin and the ordering key.
+    private struct LaneKey: Hashable, Sendable {
+        var origin: Origin
+        var orderingKey: String?
+    }
+
+    private func window(for key: LaneKey) -> OutcomeWindow {
+        if let window = windows[key] { return window }
+        let window = OutcomeWindow()
+        windows[key] = window
+        return window
+    }
+
+    /// Drops the windows with nothing to wait for; many keys must not mean many windows kept.
+    private func sweepWindows() {
+        windows = windows.filter { $0.value.unwritten > 0 || busyLanes.contains($0.key) }
+    }
+
+    /// An operation the loop or a worker took: marked in progress, to be sent.
+    private struct Attempt: Sendable {
+        var id: UUID
+        var request: OperationRequest
+        /// The state it was taken in (its retry count numbers the attempt).
+        var state: OperationState
+        var inProgress: OperationState
+    }
+
+    private func expiry(of request: OperationRequest, _ state: OperationState) -> OperationState? {
+        ReplayTransition.expire(current: state, createdAt: request.createdAt, now: now(), ttlSeconds: Double(ttlMillis) / 1000)
+    }
+
+    /// Marks `id` in progress, so that its lane is busy before anyone asks the queue again;
+    /// nil when it expired instead (the loop records that).
+    private func begin(_ id: UUID, _ request: OperationRequest, _ state: OperationState) -> Attempt? {
+        guard expiry(of: request, state) == nil else { return nil }
+        let inProgress = ReplayTransition.startAttempt(current: state, now: now())
         // Not counted in the window, whose bound is on what a crash sends again: recovery turns
         // inProgress back into pending, so on disk or not, this record changes nothing a restart
         // sends. Until the attempt's outcome is on disk the operation is sent again anyway, as
         // the one in flight or as one whose outcome the window counts; and the log keeps append
         // order, so once that outcome is on disk this record is too.
         source.recordSoon(id, inProgress)
+        return Attempt(id: id, request: request, state: state, inProgress: inProgress)
+    }
+
+    /// One of the origin's attempt slots: sends `first`, then goes on with whatever lane the
+    /// queue names next, until nothing can start at once; then it wakes the loop, which
+    /// handles waiting, expiry and dependency failures. Taking the next operation here rather
+    /// than in the loop saves a task switch per operation on a lane with a backlog.
+    private func work(_ first: Attempt, origin: Origin) async {
+        var attempt = first
+        while true {
+            let lane = LaneKey(origin: origin, orderingKey: attempt.request.orderingKey)
+            busyLanes.insert(lane)
+            let window = window(for: lane)
+            // The lane sends only while fewer than the bound of its outcomes are unwritten; one
+            // sync normally frees the room. Other lanes go on meanwhile (the actor is free).
+            await window.waitForRoom()
+            await send(attempt, origin: origin, window: window)
+            busyLanes.remove(lane)
+            if windows.count > Self.windowSweepThreshold { sweepWindows() }
+            // Re-checked after the await: the origin may have gone offline meanwhile.
+            guard !isBlocked(origin), case .attempt(let id, let request, let state) = source.nextWork(for: origin, now: now()),
+                  let next = begin(id, request, state) else { break }
+            attempt = next
+        }
+        workers[origin, default: 1] -= 1
+        if workers[origin] == 0 { workers[origin] = nil }
+        kick(origin)
+    }
+
+    /// Windows kept before the replayer drops the settled ones.
+    private static let windowSweepThreshold = 4096
+
+    private func send(_ attempt: Attempt, origin: Origin, window: OutcomeWindow) async {
+        let (id, request, state, inProgress) = (attempt.id, attempt.request, attempt.state, attempt.inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
         let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)

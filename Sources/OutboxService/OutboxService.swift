@@ -98,7 +98,8 @@ public final class OutboxService: Sendable {
         probeClient.tls.withLock { $0 = server.upstreamTLS }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
-                                ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics)
+                                ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics,
+                                maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin)
         queue.attach(replayer)
         let queue = self.queue
         maintenance.withLock {

@@ -24,7 +24,9 @@ enum RecordCodec {
             writer.uuid(request.id)
             writer.i64(request.createdAt)
             writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
-            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2))
+            // Bit 2 (ordering key) came later: records written before it have it clear, so they
+            // read back in the default lane without a format version of their own.
+            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4))
             if let dependsOn = request.dependsOn { writer.uuid(dependsOn) }
             writer.u8(request.origin.scheme == .https ? 1 : 0)
             writer.u16(UInt16(truncatingIfNeeded: request.origin.port))
@@ -34,6 +36,7 @@ enum RecordCodec {
             writer.string(request.idempotencyKey)
             writer.blob(request.fingerprint)
             if let tag = request.tag { writer.string(tag) }
+            if let orderingKey = request.orderingKey { writer.string(orderingKey) }
             writer.u32(UInt32(truncatingIfNeeded: request.body.count))
             encodeLightState(state, into: &writer)
             encodeHeaders(request.headers, into: &writer)
@@ -201,13 +204,14 @@ enum RecordCodec {
         let idempotencyKey = try reader.string()
         let fingerprint = try reader.blob()
         let tag = flags & 1 != 0 ? try reader.string() : nil
+        let orderingKey = flags & 4 != 0 ? try reader.string() : nil
         // The body's length, in the layout so that a reader can size the body before reaching
         // it; no reader needs it yet.
         _ = try reader.u32()
         return OperationSnapshot(
             id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
             fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
-            createdAt: createdAt, state: OperationState())
+            createdAt: createdAt, orderingKey: orderingKey, state: OperationState())
     }
 
     private static func decodeLightState(_ reader: inout ByteReader) throws -> OperationState {

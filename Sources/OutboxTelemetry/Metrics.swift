@@ -71,7 +71,7 @@ package final class Metrics: Sendable {
     }
 
     /// Prometheus text format 0.0.4: HELP and TYPE for every family, `outbox_` prefix.
-    package func render(counts: [OperationStatus: Int], origins: [OriginStatus],
+    package func render(counts: [OperationStatus: Int], origins: [OriginStatus], activeLanes: [(Origin, Int)] = [],
                 oldestPendingAgeSeconds: Double?, storageBytes: Int) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
@@ -92,6 +92,8 @@ package final class Metrics: Sendable {
                (1...5).map { index in ("{class=\"\(index)xx\"}", String(total { $0.forwardedByClass[index].load() })) })
         family("outbox_upstream_online", "gauge", "1 when the origin is believed reachable, 0 while it is probed.",
                origins.map { ("{origin=\"\(Metrics.escape($0.origin.description))\"}", $0.online ? "1" : "0") })
+        family("outbox_lanes_active", "gauge", "Lanes of the origin with a replay attempt in flight.",
+               activeLanes.map { ("{origin=\"\(Metrics.escape($0.0.description))\"}", String($0.1)) })
         family("outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending or in-progress operation (0 when none).",
                [("", Metrics.number(oldestPendingAgeSeconds ?? 0))])
         family("outbox_storage_bytes", "gauge", "Bytes of the queue's log files on disk.", [("", String(storageBytes))])

@@ -24,6 +24,9 @@ struct ConfigEffectiveJSONTests {
                 "completedRetentionSeconds": 86400,
                 "unavailableStatuses": [502, 503, 504]
               },
+              "replay": {
+                "maxConcurrentPerOrigin": 8
+              },
               "retry": {
                 "preset": "default",
                 "maxRetries": 5,
@@ -86,6 +89,7 @@ struct ConfigEffectiveJSONTests {
         config.queue.ttlSeconds = 0.25
         config.queue.completedRetentionSeconds = 0
         config.queue.unavailableStatuses = [503]
+        config.replay.maxConcurrentPerOrigin = 3
         config.retry = OutboxConfig.Retry(preset: .linear)
         config.retry.jitter = true
         config.retry.multiplier = 1.5

@@ -4,7 +4,7 @@ import Foundation
 @testable import OutboxQueue
 import Testing
 
-@Suite("Control headers: Outbox-Priority, -Tag, -Depends-On, -Mode")
+@Suite("Control headers: Outbox-Priority, -Tag, -Depends-On, -Mode, -Ordering-Key")
 struct ControlHeadersTests {
     @Test("absent headers give the defaults")
     func defaults() throws {
@@ -52,6 +52,9 @@ struct ControlHeadersTests {
         ("Outbox-Tag", "a\tb"),
         ("Outbox-Depends-On", ""), ("Outbox-Depends-On", "a b"), ("Outbox-Depends-On", String(repeating: "k", count: 256)),
         ("Outbox-Mode", "forward"), ("Outbox-Mode", ""),
+        ("Outbox-Ordering-Key", ""), ("Outbox-Ordering-Key", String(repeating: "k", count: 256)),
+        ("Outbox-Ordering-Key", "a b"), ("Outbox-Ordering-Key", "caf\u{E9}"), ("Outbox-Ordering-Key", "a\tb"),
+        ("Outbox-Ordering-Key", "a\u{7F}"),
     ])
     func invalidValues(name: String, value: String) {
         #expect(throws: ControlHeaderError.invalidValue(header: name, value: value)) {
@@ -72,11 +75,33 @@ struct ControlHeadersTests {
         }
     }
 
+    @Test("an ordering key is 1–255 visible ASCII characters, kept exactly as sent")
+    func orderingKey() throws {
+        #expect(try ControlHeaders(parsing: ["Host": "a"]).orderingKey == nil)
+        #expect(try ControlHeaders(parsing: ["outbox-ordering-key": "Customer-42/EU!~"]).orderingKey == "Customer-42/EU!~")
+        #expect(try ControlHeaders(parsing: ["Outbox-Ordering-Key": "x"]).orderingKey == "x")
+        let longest = String(repeating: "k", count: 255)
+        #expect(try ControlHeaders(parsing: ["Outbox-Ordering-Key": longest]).orderingKey == longest)
+    }
+
+    @Test("an ordering key given twice with one value is that key; with two values it is refused")
+    func orderingKeyRepeated() throws {
+        let same = try ControlHeaders(parsing: HTTPHeaders([(name: "Outbox-Ordering-Key", value: "a"),
+                                                            (name: "outbox-ordering-key", value: "a")]))
+        #expect(same.orderingKey == "a")
+        #expect(throws: ControlHeaderError.differingValues(header: "Outbox-Ordering-Key")) {
+            try ControlHeaders(parsing: HTTPHeaders([(name: "Outbox-Ordering-Key", value: "a"),
+                                                     (name: "Outbox-Ordering-Key", value: "A")]))
+        }
+        #expect(ControlHeaderError.differingValues(header: "Outbox-Ordering-Key").message
+            == "Outbox-Ordering-Key header given more than once with different values")
+    }
+
     @Test("the stripped names remove every control header and Outbox-Attempt, nothing else")
     func strippedNames() {
         var headers: HTTPHeaders = [
             "Host": "a", "Outbox-Priority": "high", "outbox-tag": "t", "Outbox-Depends-On": "k",
-            "Outbox-Mode": "queue", "Outbox-Attempt": "9", "Outbox-Other": "kept",
+            "Outbox-Mode": "queue", "Outbox-Ordering-Key": "o", "Outbox-Attempt": "9", "Outbox-Other": "kept",
         ]
         headers.removeAll(lowercasedNames: ControlHeaders.strippedNames)
         #expect(headers == ["Host": "a", "Outbox-Other": "kept"])

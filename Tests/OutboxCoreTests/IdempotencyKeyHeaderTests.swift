@@ -1,3 +1,4 @@
+import Foundation
 @testable import OutboxHTTP
 @testable import OutboxProxy
 import Testing
@@ -25,5 +26,16 @@ struct IdempotencyKeyHeaderTests {
     func configuredName() {
         let headers: HTTPHeaders = ["Idempotency-Key": "not-this", "X-Request-Key": "this-one"]
         #expect(IdempotencyKeyHeader(headers, name: "X-Request-Key") == .given("this-one"))
+    }
+
+    @Test("a generated key goes into a header as the UUID's lowercase text, after the fields before it")
+    func generatedKeyField() {
+        let uuid = UUID()
+        var headers: HTTPHeaders = [("Host", "a")]
+        headers.add("Idempotency-Key", uuid: uuid)
+        #expect(headers.count == 2)
+        #expect(headers[1].name == "Idempotency-Key")
+        #expect(headers[1].value == uuid.uuidString.lowercased())
+        #expect(IdempotencyKeyHeader(headers, name: "idempotency-key") == .given(uuid.uuidString.lowercased()))
     }
 }

@@ -201,7 +201,8 @@ struct ProxyRulesTests {
     @Test("Outbox-* control headers are never forwarded")
     func controlHeadersStripped() {
         let client = head("POST", "/x", [("Host", "h"), ("Outbox-Priority", "high"), ("Outbox-Tag", "t"),
-                                         ("OUTBOX-DEPENDS-ON", "k"), ("Outbox-Mode", "queue"), ("Outbox-Attempt", "9"), ("Outbox-Other", "kept")])
+                                         ("OUTBOX-DEPENDS-ON", "k"), ("Outbox-Mode", "queue"), ("outbox-ordering-key", "o"),
+                                         ("Outbox-Attempt", "9"), ("Outbox-Other", "kept")])
         let result = ProxyRules.upstreamRequestHead(client, origin: Origin(scheme: .http, host: "h", port: 80), target: "/x",
                                                     clientAddress: "127.0.0.1", bodyFraming: .none)
         #expect(result.headers.map(\.name).filter { $0.lowercased().hasPrefix("outbox-") } == ["Outbox-Other"])

@@ -16,9 +16,10 @@ enum QueueIndexFixture {
 
     static func insert(_ index: inout QueueIndex<Int>, _ n: Int, origin: Origin = originA,
                        priority: OperationPriority = .normal, dependsOn: Int? = nil, tag: String? = nil,
-                       createdAt: Int64 = 0, state: OperationState = OperationState()) throws {
+                       createdAt: Int64 = 0, orderingKey: String? = nil, state: OperationState = OperationState()) throws {
         try index.insert(id: id(n), origin: origin, idempotencyKey: "key-\(n)", priority: priority, tag: tag,
-                         dependsOn: dependsOn.map(id), createdAt: createdAt, state: state, locator: n)
+                         dependsOn: dependsOn.map(id), createdAt: createdAt, orderingKey: orderingKey, state: state,
+                         locator: n)
     }
 
     static func setStatus(_ index: inout QueueIndex<Int>, _ n: Int, _ status: OperationStatus,

@@ -35,6 +35,7 @@ import Testing
         #expect(recovered.isEmpty)
         var request = StorageSamples.request(1, bodySize: 3000)
         request.tag = "batch-7"
+        request.orderingKey = "customer-42"
         request.dependsOn = UUID()
         request.priority = .critical
         request.headers.add("X-Dup", "a")
@@ -78,6 +79,51 @@ import Testing
         #expect(again.last?.operation.state.status == .conflict)
         #expect(again.last?.stateAt == conflictAt)
         #expect(again.last?.createdAt == otherAt)
+    }
+
+    /// A `created` payload laid out by hand as the version before ordering keys wrote it (flags
+    /// bit 4 did not exist): it still decodes, in full and as recovery's summary, in the
+    /// default lane.
+    @Test func createdRecordWithoutAnOrderingKey_AsOlderVersionsWroteIt_DecodesWithOrderingKeyNil() throws {
+        var payload: [UInt8] = []
+        func u16(_ value: UInt16) { withUnsafeBytes(of: value.littleEndian) { payload += $0 } }
+        func u32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { payload += $0 } }
+        func i64(_ value: Int64) { withUnsafeBytes(of: value.littleEndian) { payload += $0 } }
+        func string(_ text: String) { u32(UInt32(text.utf8.count)); payload += Array(text.utf8) }
+        let id = UUID()
+        withUnsafeBytes(of: id.uuid) { payload += $0 }
+        i64(1_700_000_000_000)
+        payload.append(2)  // priority high
+        payload.append(1)  // flags: tag only
+        payload.append(0)  // http
+        u16(9000)
+        string("127.0.0.1")
+        string("POST")
+        string("/items")
+        string("key-1")
+        u32(32); payload += [UInt8](repeating: 7, count: 32)
+        string("nightly")
+        u32(2)  // body length
+        payload += [0, 0]; i64(0)  // state: pending, no flags, retryCount 0
+        u32(1); string("Host"); string("127.0.0.1:9000")
+        u32(2); payload += Array("hi".utf8)
+
+        let decoded = try payload.withUnsafeBytes { raw in try RecordCodec.decode(type: 1, payload: raw) }
+        guard case .created(let request, let state) = decoded else {
+            Issue.record("decoded \(decoded)")
+            return
+        }
+        #expect(request.id == id && request.orderingKey == nil)
+        #expect(request.tag == "nightly" && request.priority == .high && request.target == "/items")
+        #expect(request.body == Array("hi".utf8) && request.headers.first("Host") == "127.0.0.1:9000")
+        #expect(state == OperationState())
+        var origins = OriginTable()
+        let summary = try payload.withUnsafeBytes { raw in try RecordCodec.decodeSummary(type: 1, payload: raw, origins: &origins) }
+        guard case .created(let snapshot) = summary else {
+            Issue.record("summary \(summary)")
+            return
+        }
+        #expect(snapshot.orderingKey == nil && snapshot.idempotencyKey == "key-1" && snapshot.tag == "nightly")
     }
 
     @Test func segmentNamesSortAndParseBack_AndStrayNamesAreRejected() {

@@ -24,4 +24,35 @@ struct UUIDTextTests {
             #expect(UUIDText.parse(bad) == nil, "\(bad)")
         }
     }
+
+    @Test("generated UUIDs: version 4 with the RFC variant, canonical lowercase text, unique, every random bit varies")
+    func generatedUUIDs() {
+        let source = RandomUUIDs()
+        var seen = Set<UUID>()
+        var ones = [UInt8](repeating: 0, count: 16)
+        var zeros = [UInt8](repeating: 0, count: 16)
+        // Several refills of the 4 KiB buffer (256 UUIDs each).
+        for _ in 0..<2_000 {
+            let uuid = source.next()
+            let bytes = withUnsafeBytes(of: uuid.uuid) { Array($0) }
+            #expect(bytes[6] >> 4 == 4, "version nibble of \(uuid)")
+            #expect(bytes[8] >> 6 == 0b10, "variant bits of \(uuid)")
+            let text = UUIDText.lowercase(uuid)
+            #expect(text == uuid.uuidString.lowercased())
+            #expect(UUIDText.parse(text)?.0 == uuid)
+            #expect(seen.insert(uuid).inserted, "\(uuid) came twice")
+            for index in 0..<16 {
+                ones[index] |= bytes[index]
+                zeros[index] |= ~bytes[index]
+            }
+        }
+        // Every bit but the six fixed ones was seen as 0 and as 1: the bytes are random, not a
+        // constant or a counter's low bits.
+        ones[6] |= 0xF0
+        zeros[6] |= 0xF0
+        ones[8] |= 0xC0
+        zeros[8] |= 0xC0
+        #expect(ones == [UInt8](repeating: 0xFF, count: 16))
+        #expect(zeros == [UInt8](repeating: 0xFF, count: 16))
+    }
 }

@@ -14,7 +14,7 @@ struct EventStreamTests {
         #expect(events.status == 200, "\(events.head)")
         #expect(events.head.lowercased().contains("content-type: text/event-stream"), "\(events.head)")
 
-        let stored = try outbox.enqueue(body: "hello")
+        let stored = try outbox.enqueue(body: "hello", headers: [HeaderField("Outbox-Ordering-Key", "user-7")])
         let offline = try events.next { $0.type == "origin" }
         #expect(try offline.json().bool("online") == false, "\(offline)")
         #expect(try offline.json().string("origin") == upstream.baseURL, "\(offline)")
@@ -26,7 +26,11 @@ struct EventStreamTests {
             let event = try events.next()
             let data = try event.json()
             if event.type == "origin" { online = data.bool("online") == true }
-            if event.type == "operation", data.string("id") == stored.id { statuses.append(data.string("status") ?? "?") }
+            if event.type == "operation", data.string("id") == stored.id {
+                statuses.append(data.string("status") ?? "?")
+                #expect(data.string("orderingKey") == "user-7", "\(event)")
+                #expect(data.string("origin") == upstream.baseURL, "\(event)")
+            }
             #expect(event.id != nil, "\(event)")
         }
         #expect(statuses == ["pending", "inProgress", "completed"], "\(statuses)")
@@ -38,7 +42,7 @@ struct EventStreamTests {
         #expect(try outbox.send("DELETE", "/admin/operations/\(stored.id)").status == 204)
         let removed = try events.next { $0.type == "operation" }
         #expect(try removed.json().string("status") == "removed", "\(removed)")
-        #expect(try removed.json().has("orderingKey"), "\(removed)")
+        #expect(try removed.json().string("orderingKey") == "user-7", "\(removed)")
     }
 
     @Test func lastEventIDResumesAfterItAndAnUnknownOneResets() async throws {

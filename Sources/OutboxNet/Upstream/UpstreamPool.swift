@@ -17,7 +17,10 @@ package final class UpstreamPool: UpstreamTransport {
     /// Verification, trust and client certificate for `https://` origins; nil: none can be reached.
     let tlsContext: TLSContext?
     private var sessions: [Origin: TLSSession] = [:]
-    private var idle: [Origin: [UpstreamConnection]] = [:]
+    /// Boxed per origin, so taking and returning a connection mutates the box found by a plain
+    /// lookup: a dictionary's in-place `modify` allocates its coroutine frames, three mallocs on
+    /// every request.
+    private var idle: [Origin: IdleConnections] = [:]
     private var resolved: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
     private static let dnsLifetime: UInt64 = 30_000_000_000
 
@@ -32,7 +35,7 @@ package final class UpstreamPool: UpstreamTransport {
 
     /// True when a call to `origin` can start now: a pooled connection or a known address.
     package func isReady(_ origin: Origin) -> Bool {
-        idle[origin]?.isEmpty == false || addresses(of: origin) != nil
+        idle[origin]?.connections.isEmpty == false || addresses(of: origin) != nil
     }
 
     /// Makes sure `origin`'s address is known, then calls `ready` on the loop (at once when
@@ -92,7 +95,8 @@ package final class UpstreamPool: UpstreamTransport {
     }
 
     private func takeIdle(_ origin: Origin) -> UpstreamConnection? {
-        while let connection = idle[origin]?.popLast() {
+        guard let entry = idle[origin] else { return nil }
+        while let connection = entry.connections.popLast() {
             if connection.state == .idle && !connection.stream.reachedEnd { return connection }
             connection.close()
         }
@@ -134,26 +138,38 @@ package final class UpstreamPool: UpstreamTransport {
 
     /// Takes back a connection whose exchange ended cleanly.
     func release(_ connection: UpstreamConnection) {
-        // Mutated in place: copying the list per request would cost more than the exchange.
-        if idle[connection.origin, default: []].count >= maxIdlePerOrigin {
+        let entry: IdleConnections
+        if let known = idle[connection.origin] {
+            entry = known
+        } else {
+            entry = IdleConnections()
+            idle[connection.origin] = entry
+        }
+        if entry.connections.count >= maxIdlePerOrigin {
             connection.close()
             return
         }
-        idle[connection.origin, default: []].append(connection)
+        entry.connections.append(connection)
     }
 
     /// Drops a closing connection from the idle list.
     func forget(_ connection: UpstreamConnection) {
-        guard let index = idle[connection.origin]?.lastIndex(where: { $0 === connection }) else { return }
-        idle[connection.origin]?.remove(at: index)
+        guard let entry = idle[connection.origin],
+              let index = entry.connections.lastIndex(where: { $0 === connection }) else { return }
+        entry.connections.remove(at: index)
     }
 
     /// Closes every idle connection (shutdown).
     package func closeIdle() {
-        let all = idle.values.flatMap { $0 }
+        let all = idle.values.flatMap { $0.connections }
         idle.removeAll()
         for connection in all { connection.close() }
     }
+}
+
+/// One origin's idle connections, most recently used last.
+private final class IdleConnections {
+    var connections: [UpstreamConnection] = []
 }
 
 /// The call returned when connecting failed at once; its handler hears the failure next turn.

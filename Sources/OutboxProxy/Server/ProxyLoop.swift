@@ -1,3 +1,5 @@
+import OutboxHTTP
+import OutboxModel
 import OutboxNet
 import OutboxTelemetry
 
@@ -13,8 +15,16 @@ final class ProxyLoop {
     let replayTransport: UpstreamTransport
     /// This loop's request counters for `/admin/metrics`.
     let metrics: Metrics.Shard
+    /// Operation ids and generated idempotency keys, without a system call per request.
+    let uuids = RandomUUIDs()
     private unowned let server: ProxyServer
     private var connections: [ObjectIdentifier: ClientConnection] = [:]
+    /// Emptied header lists of finished heads, reused for the next heads this loop rewrites
+    /// (upstream requests, client responses): steady traffic then builds them without malloc.
+    private var spareHeaders: [HTTPHeaders] = []
+    private static let maxSpareHeaders = 64
+    /// A list grown by an unusually large head is let go rather than kept per loop.
+    private static let maxSpareHeaderBytes = 8 * 1024
     private(set) var draining = false
     private var reportedDrained = false
 
@@ -29,6 +39,20 @@ final class ProxyLoop {
                                                   responseTimeout: context.upstreamTimeouts.response)
         replayTransport = FaultInjectingTransport(base: pool, kind: .replay, faults: context.faults, loop: loop,
                                                   responseTimeout: context.upstreamTimeouts.response)
+    }
+
+    /// An empty header list, with room from an earlier head when one is spare.
+    func takeHeaders() -> HTTPHeaders {
+        spareHeaders.popLast() ?? HTTPHeaders()
+    }
+
+    /// Takes `headers` for reuse, leaving an empty list in its place.
+    func recycle(_ headers: inout HTTPHeaders) {
+        var spent = HTTPHeaders()
+        swap(&spent, &headers)
+        guard spareHeaders.count < Self.maxSpareHeaders, spent.byteCapacity <= Self.maxSpareHeaderBytes else { return }
+        spent.removeAll(keepingCapacity: true)
+        spareHeaders.append(spent)
     }
 
     /// Takes ownership of a socket accepted by the listener with `role`.

@@ -4,13 +4,15 @@ import Foundation
 /// operation and drain endpoints, and bounded polling of one operation's status.
 extension OutboxProcess {
     /// The config most queue tests share: probes every 0.1 s and fast retries without jitter,
-    /// so an outage ends and a retry happens within a fraction of a second. `retry` and
-    /// `queue` are the members of those objects, as JSON text.
-    static func fastQueueConfig(retry: String = #""preset": "immediate""#, queue: String = "") -> String {
+    /// so an outage ends and a retry happens within a fraction of a second. `retry`, `queue`
+    /// and `replay` are the members of those objects, as JSON text.
+    static func fastQueueConfig(retry: String = #""preset": "immediate""#, queue: String = "",
+                                replay: String = "") -> String {
         """
         {"reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
          "retry": {\(retry)},
-         "queue": {\(queue)}}
+         "queue": {\(queue)},
+         "replay": {\(replay)}}
         """
     }
 
