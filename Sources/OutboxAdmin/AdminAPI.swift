@@ -43,7 +43,7 @@ package struct AdminAPI: Sendable {
     /// The route table: path → endpoint; each endpoint checks its own methods.
     private enum Endpoint {
         case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
-        case faults, fault(String)
+        case faults, fault(String), events
 
         init?(_ parts: [Substring]) {
             switch (parts.count, parts.first) {
@@ -58,6 +58,7 @@ package struct AdminAPI: Sendable {
             case (1, "drain"): self = .drain
             case (1, "metrics"): self = .metrics
             case (1, "faults"): self = .faults
+            case (1, "events"): self = .events
             case (2, "faults"): self = .fault(String(parts[1]))
             default: return nil
             }
@@ -67,6 +68,7 @@ package struct AdminAPI: Sendable {
         var methods: [String] {
             switch self {
             case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
+            case .events: ["GET"]
             case .operations, .operation: ["GET", "HEAD", "DELETE"]
             case .retry, .prune, .flush: ["POST"]
             case .connectivity: ["GET", "HEAD", "PUT"]
@@ -100,6 +102,10 @@ package struct AdminAPI: Sendable {
                             raw: ("text/html; charset=utf-8", dashboardPage))
         case .status:
             return Response(status: 200, body: status())
+        case .events:
+            var response = Response(status: 200, body: .null)
+            response.streamsEvents = true
+            return response
         case .operations where reading:
             return try listOperations(request.query)
         case .operations:

@@ -6,6 +6,9 @@ package struct AdminResponse: Sendable {
     package var extraHeaders: [(String, String)] = []
     /// A non-JSON answer (metrics text, the dashboard page): content type and bytes.
     package var raw: (contentType: String, text: String)?
+    /// `GET /events`: the proxy answers with the live event stream instead of a body. The
+    /// request passed the admin gate (token, loopback, `Host`, `Origin`) like any other.
+    package var streamsEvents = false
 
     package init(status: Int, body: JSON, extraHeaders: [(String, String)] = [], raw: (contentType: String, text: String)? = nil) {
         self.status = status

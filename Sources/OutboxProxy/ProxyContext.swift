@@ -48,14 +48,17 @@ final class ProxyContext: Sendable {
     let metrics: Metrics
     /// The fault rules every upstream request passes (empty unless a test adds some).
     let faults: FaultBook
+    /// The live events `GET /admin/events` streams; nil without a queue.
+    let events: EventHub?
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
     init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, leafIssuer: LeafCertificateIssuer? = nil,
          queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(),
          adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil,
-         faults: FaultBook = FaultBook()) {
+         faults: FaultBook = FaultBook(), events: EventHub? = nil) {
         self.faults = faults
+        self.events = events
         self.upstreamTLS = upstreamTLS
         self.leafIssuer = leafIssuer
         interceptHosts = OutboxConfig.HostPatterns(config.tls.intercept.hosts)

@@ -541,6 +541,11 @@ final class ProxyExchange: UpstreamResponseHandler {
     private static let connectionEstablished = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
 
     private func answerAdmin(_ response: AdminResponse, pretty: Bool) {
+        if response.streamsEvents, let hub = client.context.events {
+            machine.end()
+            client.startEventStream(from: hub, lastEventID: head.headers.first("Last-Event-ID"))
+            return
+        }
         // 204 carries no body at all (RFC 9110 §15.3.5).
         let text = response.raw?.text ?? response.body.rendered(pretty: pretty) + "\n"
         let body = response.status == 204 ? [] : Array(text.utf8)

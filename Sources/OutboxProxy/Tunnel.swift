@@ -7,7 +7,7 @@ import OutboxNet
 /// Each direction has backpressure (the reader pauses while the other side's queue is above
 /// the high-water mark) and half-close (EOF on one side becomes `shutdown(SHUT_WR)` on the
 /// other once queued bytes are out).
-final class Tunnel: SocketStreamDelegate {
+final class Tunnel: SocketStreamDelegate, ConnectionRelay {
     unowned let client: ClientConnection
     private var target: SocketStream?
     private var connected = false

@@ -34,8 +34,12 @@ public final class OutboxQueue: Sendable {
 
     /// Opens (and recovers) the log in `config.dataDirectory` and rebuilds the index.
     let metrics: Metrics
+    /// Where every change of an operation is announced (`event: operation`), and the switch.
+    private let events: EventHub?
 
-    package init(config: OutboxConfig, reachability: Reachability, logger: Logger, metrics: Metrics) throws(StorageError) {
+    package init(config: OutboxConfig, reachability: Reachability, logger: Logger, metrics: Metrics,
+                 events: EventHub? = nil) throws(StorageError) {
+        self.events = events
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
@@ -174,7 +178,7 @@ public final class OutboxQueue: Sendable {
 
     @discardableResult
     package func delete(_ id: UUID) async -> Bool {
-        guard index.withLock({ $0.entry(id) }) != nil else { return false }
+        guard let entry = index.withLock({ $0.entry(id) }) else { return false }
         do {
             _ = try await log.append(.deleted(id))
         } catch {
@@ -185,6 +189,7 @@ public final class OutboxQueue: Sendable {
             index.remove(id)
             return index.takeLanesToWake()
         }
+        announce(entry, status: "removed")
         wake(woken)
         notifyDrainWaiters()
         return true
@@ -281,6 +286,30 @@ public final class OutboxQueue: Sendable {
         }
     }
 
+    // MARK: Events
+
+    /// `event: operation` for a new state of `id` (its lane looked up unless given).
+    private func announce(_ id: UUID, _ state: OperationState, lane: (origin: Origin, orderingKey: String?)? = nil) {
+        guard let events else { return }
+        guard let lane = lane ?? index.withLock({ $0.entry(id).map { ($0.origin, $0.orderingKey) } }) else { return }
+        events.publish("operation", Self.operationEvent(id: id, status: state.status.rawValue, retryCount: state.retryCount,
+                                                        lastError: state.lastError, origin: lane.origin,
+                                                        orderingKey: lane.orderingKey))
+    }
+
+    private func announce(_ entry: QueueIndex<OperationRecords>.Entry, status: String) {
+        events?.publish("operation", Self.operationEvent(id: entry.id, status: status, retryCount: entry.retryCount,
+                                                         lastError: entry.lastError, origin: entry.origin,
+                                                         orderingKey: entry.orderingKey))
+    }
+
+    private static func operationEvent(id: UUID, status: String, retryCount: Int, lastError: String?, origin: Origin,
+                                       orderingKey: String?) -> JSON {
+        .object([("id", .string(id.lowercasedText)), ("status", .string(status)), ("retryCount", .int(retryCount)),
+                 ("lastError", .string(lastError)), ("origin", .string(origin.description)),
+                 ("orderingKey", .string(orderingKey))])
+    }
+
     // MARK: Drain
 
     private func notifyDrainWaiters() {
@@ -301,7 +330,8 @@ extension OutboxQueue: QueueGateway {
 
     /// `PUT /admin/connectivity`: true = offline (queue everything, replay nothing).
     public func setForcedOffline(_ value: Bool) {
-        offline.store(value, ordering: .relaxed)
+        let was = offline.exchange(value, ordering: .relaxed)
+        if was != value { events?.publish("connectivity", .object([("mode", .string(value ? "offline" : "auto"))])) }
         if !value, let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
     }
 
@@ -368,6 +398,7 @@ extension OutboxQueue: QueueGateway {
                 case .success(let woken):
                     metrics.enqueued()
                     outcome = .success(operation)
+                    announce(operation.id, operation.state, lane: (request.origin, request.orderingKey))
                     wake(woken + [request.origin])
                 case .failure(let error):
                     // The key was checked under its reservation, so only an id already indexed
@@ -462,6 +493,7 @@ extension OutboxQueue: ReplaySource {
                        to: &index, logger: logger)
             return index.takeLanesToWake()
         }
+        announce(id, state)
         wake(woken)
         if state.status.isFinished { notifyDrainWaiters() }
     }
@@ -475,6 +507,7 @@ extension OutboxQueue: ReplaySource {
             Self.apply(state, of: id, to: &index, logger: logger)
             return index.takeLanesToWake()
         }
+        announce(id, state)
         wake(woken)
         log.append(.updated(id, state)) { [self] result in
             switch result {

@@ -1,4 +1,5 @@
 import OutboxModel
+import OutboxTelemetry
 import Synchronization
 
 /// Which origins are reachable, and the probes that bring an offline one back.
@@ -26,6 +27,8 @@ public final class Reachability: Sendable {
     private let onOnline = Mutex<(@Sendable (Origin) -> Void)?>(nil)
     private let sleep: @Sendable (Double) async -> Void
     private let now: @Sendable () -> Int64
+    /// Where an origin going off- or online is announced (`event: origin`).
+    private let events: EventHub?
 
     /// - Parameters:
     ///   - probe: true when the origin answers (see `TCPProbe` and the GET probe).
@@ -36,7 +39,8 @@ public final class Reachability: Sendable {
                     // Cancelled, the sleep only ends early: the next probe comes sooner.
                     try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
                 },
-                now: @escaping @Sendable () -> Int64 = { WallClock.millis() }) {
+                now: @escaping @Sendable () -> Int64 = { WallClock.millis() }, events: EventHub? = nil) {
+        self.events = events
         // A zero interval would make the prober spin against a dead origin.
         interval = max(0.05, probeIntervalSeconds)
         self.probe = probe
@@ -75,6 +79,7 @@ public final class Reachability: Sendable {
         if startProbe {
             Task { await self.probeUntilOnline(origin) }
         }
+        if wasOnline { announce(origin, online: false, lastError: reason) }
         return wasOnline
     }
 
@@ -89,7 +94,10 @@ public final class Reachability: Sendable {
             map[origin] = entry
             return true
         }
-        if cameBack { onOnline.withLock { $0 }?(origin) }
+        if cameBack {
+            announce(origin, online: true, lastError: nil)
+            onOnline.withLock { $0 }?(origin)
+        }
     }
 
     /// Probes `origin` once, now: true when it answers; otherwise it is marked offline with
@@ -98,6 +106,11 @@ public final class Reachability: Sendable {
         if await probe(origin) { return true }
         markOffline(origin, reason: failure)
         return false
+    }
+
+    private func announce(_ origin: Origin, online: Bool, lastError: String?) {
+        events?.publish("origin", .object([("origin", .string(origin.description)), ("online", .bool(online)),
+                                           ("lastError", .string(lastError))]))
     }
 
     /// Every origin seen so far, for `/admin/status`.

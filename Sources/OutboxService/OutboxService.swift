@@ -48,6 +48,7 @@ public final class OutboxService: Sendable {
             }
         }
         let faults = FaultBook()
+        let events = EventHub()
         let probeClient = self.probeClient
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
@@ -65,9 +66,9 @@ public final class OutboxService: Sendable {
                                            body: [], maxResponseBytes: 4096, purpose: .probe)
             if case .success(let response) = result { return response.head.status < 500 }
             return false
-        })
+        }, events: events)
         do {
-            queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics)
+            queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
         } catch {
             throw ServiceSetupError("cannot open the queue in \(config.dataDirectory): \(error)", exitCode: 1)
         }
@@ -78,7 +79,7 @@ public final class OutboxService: Sendable {
                              statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA))
         server = ProxyServer(config: config, logger: logger, queue: queue, leafIssuer: leafIssuer,
                              admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics,
-                             faults: faults)
+                             faults: faults, events: events)
     }
 
     /// Binds, starts the loops, the replayer and the maintenance task; returns the bound

@@ -89,6 +89,13 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     package var unconsumedInputBytes: Int { input.count - inputIndex }
     package var isWritable: Bool { queuedOutputBytes < SocketStream.highWater }
 
+    /// Caps the kernel's send buffer (`SO_SNDBUF`) for a long-lived stream whose reader may
+    /// stall: on loopback its autotuning would otherwise hold megabytes per connection.
+    package func limitKernelSendBuffer(_ bytes: Int32) {
+        var size = bytes
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     // MARK: Events
 
     package func handleEvents(_ events: UInt32) {

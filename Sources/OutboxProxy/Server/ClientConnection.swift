@@ -22,7 +22,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     let listener: ListenerRole
     private var parser: HTTPRequestParser
     private var exchange: ProxyExchange?
-    private var tunnel: Tunnel?
+    /// A `CONNECT` tunnel or an event stream: the connection carries no more HTTP requests.
+    private var relay: (any ConnectionRelay)?
     private var machine: StateMachine
     /// Set by a `CONNECT` Outbox terminates itself: every later request on this connection
     /// arrives inside TLS and is for this origin.
@@ -76,11 +77,11 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         case .resumeResponse:
             exchange?.clientDrained()
         case .relayReadable:
-            tunnel?.clientReadable()
+            relay?.clientReadable()
         case .relayDrained:
-            tunnel?.clientDrained()
+            relay?.clientDrained()
         case .relayEnded:
-            tunnel?.clientEnded()
+            relay?.clientEnded()
         case .answer408AndClose:
             logger.info("header_timeout", ["client": peerText])
             close(.afterFlush, answering: .requestTimeout)
@@ -112,8 +113,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     private func close(_ closing: StateMachine.Closing, answering error: ProxyError? = nil) {
         exchange?.abort()
         exchange = nil
-        tunnel?.close()
-        tunnel = nil
+        relay?.close()
+        relay = nil
         loop.untrack(self)
         if let error {
             stream.enqueue(ErrorResponse.bytes(for: error, close: true, retryAfterSeconds: context.retryAfterSeconds))
@@ -239,6 +240,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     /// Shutdown: idle connections close now; busy ones close after their current response.
     func drain() {
+        // An event stream never ends by itself: shutting down ends it.
+        (relay as? EventStream)?.finish()
         perform(machine.shutdownBegan(inputPending: inputPending))
     }
 
@@ -293,18 +296,27 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     func startTunnel(host: String, port: Int) {
         exchange = nil
         guard machine.tunnelRequested() == .startTunnel else { return }
-        tunnel = Tunnel(client: self, host: host, port: port)
+        relay = Tunnel(client: self, host: host, port: port)
     }
 
     /// Called by the tunnel when connecting failed before any byte was relayed.
     func tunnelFailed(_ error: ProxyError) {
-        tunnel = nil
+        relay = nil
         perform(machine.tunnelFailed(), answering: error, loggedAs: "connect_failed")
     }
 
     /// Both directions are done: send what is queued, then close.
     func tunnelClosed() {
-        tunnel = nil
+        relay = nil
         perform(machine.tunnelEnded())
+    }
+
+    // MARK: Event stream
+
+    /// The exchange answered `GET /admin/events`: the connection streams events from now on.
+    func startEventStream(from hub: EventHub, lastEventID: String?) {
+        exchange = nil
+        guard machine.tunnelRequested() == .startTunnel else { return }
+        relay = EventStream(client: self, hub: hub, lastEventID: lastEventID)
     }
 }

@@ -28,6 +28,7 @@ public final class ProxyServer: @unchecked Sendable {
     private let leafIssuer: LeafCertificateIssuer?
     private let metrics: Metrics
     private let faults: FaultBook
+    private let events: EventHub?
     private let loopCount: Int
     private let openConnections = Atomic<Int>(0)
     private let drainedLoops = Atomic<Int>(0)
@@ -39,8 +40,9 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameter leafIssuer: the certificates for intercepted `CONNECT` hosts; nil intercepts none.
     package init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, leafIssuer: LeafCertificateIssuer? = nil,
                  admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), faults: FaultBook = FaultBook(),
-                 loopCount: Int? = nil) {
+                 events: EventHub? = nil, loopCount: Int? = nil) {
         self.faults = faults
+        self.events = events
         self.leafIssuer = leafIssuer
         self.config = config
         self.logger = logger
@@ -90,7 +92,7 @@ public final class ProxyServer: @unchecked Sendable {
         self.upstreamTLS = upstreamTLS
         let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
                                    queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
-                                   mainListenAddress: sockets[0].address, faults: faults)
+                                   mainListenAddress: sockets[0].address, faults: faults, events: events)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {

@@ -22,10 +22,10 @@ final class RawClient {
     private var isClosed = false
 
     /// Connects to 127.0.0.1:`port`; throws `SocketError.refused` when nothing listens.
-    init(port: UInt16, timeout: Duration = .seconds(5), readSize: Int = 64 * 1024) throws {
+    init(port: UInt16, timeout: Duration = .seconds(5), readSize: Int = 64 * 1024, receiveBuffer: Int32? = nil) throws {
         try HarnessExecutor.requireOffCooperativePool("a RawClient")
         self.port = port
-        fd = try Socket.connect(port: port, deadline: Deadline(after: timeout))
+        fd = try Socket.connect(port: port, deadline: Deadline(after: timeout), receiveBuffer: receiveBuffer)
         reader = SocketReader(fd: fd, maxReadSize: readSize)
     }
 
@@ -116,6 +116,17 @@ final class RawClient {
             version: parts[0], status: status, reason: parts.count > 2 ? parts[2] : "",
             headers: headers, rawHead: rawHead, framing: framing, body: body,
             bodyByteCount: byteCount, bodySHA256: hasher.finalizeHex(), trailers: trailers)
+    }
+
+    /// Reads a response head (status line and fields, through the blank line) and nothing more:
+    /// for streams whose body never ends.
+    func readHeadOnly(timeout: Duration = .seconds(10)) throws -> [UInt8]? {
+        try reader.readHead(limit: 64 * 1024, deadline: Deadline(after: timeout))
+    }
+
+    /// Reads one line (without its line end).
+    func readLine(timeout: Duration = .seconds(10)) throws -> String {
+        String(decoding: try reader.readLine(deadline: Deadline(after: timeout)), as: UTF8.self)
     }
 
     /// Reads exactly `count` raw bytes (tunnel traffic).

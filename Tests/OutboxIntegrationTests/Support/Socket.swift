@@ -61,10 +61,15 @@ enum Socket {
     }
 
     /// A non-blocking socket connected to 127.0.0.1:`port`; throws `.refused` when nothing listens.
-    static func connect(port: UInt16, deadline: Deadline) throws -> Int32 {
+    /// `receiveBuffer` (bytes) pins `SO_RCVBUF` before connecting, which caps the window the
+    /// peer may fill: a test of a reader that falls behind needs the peer to notice soon.
+    static func connect(port: UInt16, deadline: Deadline, receiveBuffer: Int32? = nil) throws -> Int32 {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         let fd = socket(AF_INET, type, 0)
         guard fd >= 0 else { throw SocketError.system("socket", errno) }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = loopbackAddress(port: port)
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
