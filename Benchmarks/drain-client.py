@@ -3,7 +3,8 @@
 upstream and measures how long delivery takes: the drain benchmark's client (stdlib only).
 
 Each request carries `X-Seq: i` (its rank within its key, which the upstream checks for order)
-and, with --keys K > 0, `Outbox-Ordering-Key: k<i mod K>`. Prints one line of JSON: operations,
+and, with --keys K > 0, `Outbox-Ordering-Key: k<i mod K>` and the same in `X-Key` (Outbox removes
+its control headers before sending upstream). Prints one line of JSON: operations,
 keys, seconds from switching back to `auto` until nothing is pending or in progress, ops/s,
 and the upstream's /__stats.
 """
@@ -56,6 +57,9 @@ def main():
         headers = {"Content-Type": "application/json", "X-Seq": str(ranks[key])}
         if key is not None:
             headers["Outbox-Ordering-Key"] = key
+            # Outbox removes its control headers before sending upstream: the key travels
+            # again in a plain header, for the upstream to check the order per key.
+            headers["X-Key"] = key
         status, body = request(proxy, "POST", "/items", payload, headers)
         if status != 202:
             print("POST %d answered %d (want 202): %s" % (i, status, body[:200]), file=sys.stderr)

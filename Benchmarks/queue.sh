@@ -10,6 +10,8 @@
 #   OPS_1M=0 Benchmarks/queue.sh        # skip (c)
 #   DURATION=5 OPS_1M=200000 Benchmarks/queue.sh
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/queue.sh   # measure a given binary, no build
+#   KEYS=16 OPS_1M=0 Benchmarks/queue.sh   # (a) and (b) with writes over 16 ordering keys
+#                                          # (lanes), replayed up to maxConcurrentPerOrigin at once
 #
 # Loopback only; every process started here is stopped on exit; data lives in a temp dir.
 set -euo pipefail
@@ -19,6 +21,9 @@ ROOT=$(cd "$HERE/.." && pwd)
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
 OPS_1M=${OPS_1M:-1000000}
+KEYS=${KEYS:-0}
+if ((KEYS > 0)); then POST_SCRIPT="$HERE/post-1k-keyed.lua"; else POST_SCRIPT="$HERE/post-1k.lua"; fi
+export KEYS
 BASE_PORT=${BASE_PORT:-19100}
 UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3))
 RUN=$(mktemp -d /tmp/queuebench.XXXXXX)
@@ -81,7 +86,7 @@ if ((SKIP_AB == 0)); then
 # ---- (a) durable enqueues
 log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
 start_outbox "$RUN/data-a"
-wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
+wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$POST_SCRIPT" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
 QUEUED=$(count "c['pending']")
 RPS=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-a.txt")
 P50=$(awk '$1 == "50%" {print $2}' "$RUN/wrk-a.txt")
@@ -139,7 +144,8 @@ GROUP64=$(awk -F'|' '$2 ~ /group64/ {gsub(/ /, "", $3); print $3}' "$RUN/fsync.t
 if [[ -n $GROUP64 && $GROUP64 != 0 ]]; then
   printf 'durable 202/s: %.0f (%.2f × group-of-64 limit %s)\n' "$RPS" "$(python3 -c "print($RPS / $GROUP64)")" "$GROUP64"
 fi
-printf '(b) drain           %8s ops/s  (%s operations replayed into nginx)\n' "$DRAIN" "$COMPLETED"
+printf '(b) drain           %8s ops/s  (%s operations replayed into nginx, %s)\n' "$DRAIN" "$COMPLETED" \
+  "$( ((KEYS > 0)) && echo "over $KEYS ordering keys" || echo "no ordering keys: one lane")"
 fi
 if ((OPS_1M > 0)); then
   printf '(c) %s queued: restart %ss to listening; RSS after restart %s MB (peak %s MB); before kill peak %s MB; %s MB on disk\n' \

@@ -4,8 +4,8 @@ the drain benchmark: a real API's round trip, stood in for on loopback.
 
 It answers `201 {"ok":true}` to everything except `GET /__stats`, which answers JSON with what
 the benchmark asserts on: `requests` (answered so far), `maxConcurrent` (most requests it held
-at once), `keyOverlaps` (times a request arrived while another one with the same
-`Outbox-Ordering-Key` was still being answered: the ordering promise broken), `unkeyedOverlaps`
+at once), `keyOverlaps` (times a request arrived while another one with the same `X-Key` (the
+client's `Outbox-Ordering-Key`, which Outbox does not forward) was still being answered: the ordering promise broken), `unkeyedOverlaps`
 (the same for requests without a key, which share one lane), and `outOfOrder` (requests whose
 `X-Seq` header was lower than the last one seen for their key: delivered out of order).
 
@@ -89,7 +89,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/__stats":
             self.answer(200, json.dumps(STATS.document()).encode())
             return
-        key = self.headers.get("Outbox-Ordering-Key")
+        key = self.headers.get("X-Key")
         seq = self.headers.get("X-Seq")
         STATS.begin(key, int(seq) if seq and seq.isdigit() else None)
         try:
