@@ -11,7 +11,7 @@ import Testing
 @Suite("README CI recipe", .harnessThreads)
 struct ReadmeRecipeTests {
     static let bash = ChildProcess.which("bash")
-    static let toolsPresent = bash != nil && ChildProcess.which("curl") != nil && ChildProcess.which("python3") != nil
+    static let toolsPresent = bash != nil && ChildProcess.which("curl") != nil
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -141,7 +141,7 @@ struct ReadmeRecipeTests {
         return try JSONObject(parsing: Array(bytes))
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash, curl and python3"))
+    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
     func aWriteQueuedWhileOfflineIsDeliveredAndTheRecipeSucceeds() async throws {
         let upstream = try TestUpstream { _ in .respond(.text(#"{"ok":true}"#, status: 201)) }
         let directory = try TemporaryDirectory()
@@ -161,7 +161,7 @@ struct ReadmeRecipeTests {
         #expect(write.attempt == 1, "not a replay of the stored write: \(write)")
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash, curl and python3"))
+    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
     func aWriteTheUpstreamRefusesFailsTheRecipeAndIsListed() async throws {
         let upstream = try TestUpstream { _ in .respond(.text(#"{"error":"invalid item"}"#, status: 400)) }
         let directory = try TemporaryDirectory()
@@ -181,7 +181,7 @@ struct ReadmeRecipeTests {
         #expect(upstream.requests.count == 1, "upstream got: \(upstream.requests)")
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash, curl and python3"))
+    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
     func aPortInUseFailsTheRecipeWithinItsBoundShowingOutboxsError() async throws {
         let busy = try LocalPort.reserve()
         let upstream = try TestUpstream()
