@@ -54,7 +54,7 @@ struct DashboardTests {
 
     @Test(.enabled(if: missingBrowserTools.isEmpty,
                    "needs \(missingBrowserTools.joined(separator: ", ")): run Tests/Scripts/install-browser.sh"))
-    func dashboardInChromiumListsQueuedOperationsSwitchesOfflineAndDeletesOne() async throws {
+    func dashboardInChromiumListsQueuedOperationsSwitchesOfflineAndDeletesOne_ShowsAWriteFromAnEvent_AndAddsAFault() async throws {
         let python = try #require(Self.python)
         let upstream = try TestUpstream()
         upstream.stop()
@@ -73,11 +73,14 @@ struct DashboardTests {
         // What the clicks did, as the API (not the page) reports it.
         let status = try JSONObject(try outbox.admin("status"))
         #expect(status.string("connectivity") == "offline", "\(status)")
-        #expect(status.object("counts")?.int("pending") == 2, "\(status)")
+        // Three queued, one deleted from the page, one queued by the script to watch it arrive.
+        #expect(status.object("counts")?.int("pending") == 3, "\(status)")
         #expect(try outbox.admin("operations/\(queued[0].id)").status == 404, "the first operation was not deleted")
         for survivor in queued.dropFirst() {
             #expect(try outbox.operation(survivor.id).string("status") == "pending")
         }
+        let faults = try JSONObject(try outbox.admin("faults")).objects("faults") ?? []
+        #expect(faults.map { $0.int("status") } == [418], "the fault added from the page: \(faults)")
         let png = try #require(FileManager.default.contents(atPath: screenshot), "no screenshot at \(screenshot)")
         #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is not a PNG")
     }

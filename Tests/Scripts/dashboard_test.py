@@ -6,7 +6,10 @@ Usage: dashboard_test.py BASE_URL SCREENSHOT.png [--expect-pending N] [--prefix 
 BASE_URL is a running outbox (http://127.0.0.1:PORT) whose upstream is down and which already
 holds queued operations. The script opens the dashboard, waits for the pending count to show
 the queued number, checks the rows, clicks "Offline" and checks the API and the page report it,
-deletes one row and checks it is gone from the page and the API, and saves a screenshot.
+deletes one row and checks it is gone from the page and the API, checks that a write queued
+meanwhile appears through the page's event stream (the page counts the events it got, and polls
+only every 30 s while the stream is live), adds a fault rule from the page's form and finds it in
+the API, and saves a screenshot.
 Exits 0 when every check passed, 1 with a message on stderr otherwise (2 for bad usage or a
 missing browser). Every wait is bounded. Install the browser with install-browser.sh.
 """
@@ -48,6 +51,16 @@ class AdminClient:
     def __init__(self, base, prefix):
         self.root = base.rstrip("/") + prefix
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def post_write(self, base, path, body):
+        """POSTs a JSON write through the proxy itself; returns (status, parsed JSON or None)."""
+        request = urllib.request.Request(base.rstrip("/") + path, data=body.encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with self.opener.open(request, timeout=10) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, None
 
     def get(self, path):
         """(status, parsed JSON or None) of GET {prefix}{path}."""
@@ -175,6 +188,37 @@ def run_checks(driver, api, base, prefix, expected):
     wait_until(f"#count-pending shows {expected - 1}", lambda: text_of(driver, "count-pending") == str(expected - 1))
     if text_of(driver, "banner"):
         raise CheckFailed(f"the page shows an error: {text_of(driver, 'banner')!r}")
+
+    # 5. A write queued now appears without a reload, through the event stream: the page is
+    # live (it then polls only every 30 s) and its event count grows with the write's event.
+    wait_until("the page's event stream is live", lambda: driver.find_element(By.TAG_NAME, "body").get_attribute("data-live") == "true")
+    before = int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-events") or "0")
+    status, accepted = api.post_write(base, "/items", '{"from":"dashboard test"}')
+    if status != 202 or not accepted:
+        raise CheckFailed(f"a write while offline answered {status}: {accepted}")
+    wait_until(f"the new operation {accepted['id']} is listed", lambda: accepted["id"] in row_ids(driver), timeout=20)
+    after = int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-events") or "0")
+    if after <= before:
+        raise CheckFailed(f"the new row came without an event (events {before} -> {after}): the page polled")
+
+    # 6. A fault rule added from the page's form is in the API and in the page's list.
+    driver.find_element(By.ID, "fault-action").send_keys("status")
+    status_input = driver.find_element(By.ID, "fault-status")
+    status_input.clear()
+    status_input.send_keys("418")
+    driver.find_element(By.ID, "fault-times").send_keys("2")
+    driver.find_element(By.ID, "fault-path").send_keys("/v1/orders")
+    wait_until("the Add fault button can be clicked", lambda: click(driver, By.ID, "btn-fault-add"))
+
+    def api_rule():
+        code, doc = api.get("/faults")
+        rules = (doc or {}).get("faults", []) if code == 200 else []
+        return next((rule for rule in rules if rule.get("status") == 418), None)
+
+    rule = wait_until("GET /faults lists the rule added from the page", lambda: action_failure(driver) or api_rule())
+    if rule.get("action") != "status" or rule.get("times") != 2 or (rule.get("match") or {}).get("pathPrefix") != "/v1/orders":
+        raise CheckFailed(f"the rule added from the page is not what the form said: {rule}")
+    wait_until("the page lists the rule", lambda: bool(driver.find_elements(By.CSS_SELECTOR, f'#faults-body tr[data-fault-id="{rule["id"]}"]')))
 
 
 def page_text(driver, element_id):
