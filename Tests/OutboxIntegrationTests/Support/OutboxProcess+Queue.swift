@@ -55,12 +55,16 @@ extension OutboxProcess {
     }
 
     /// Looks at `GET /admin/operations/{id}` until `predicate` holds; throws with the last
-    /// document seen when `timeout` passes. The admin API has no push channel; between looks
-    /// it waits for the proxy to log what it did (`waitForActivity`). It looks once more after
-    /// the deadline: a test thread that was descheduled past it must not fail on a stale answer.
+    /// document seen when `timeout` passes. Between looks it waits for the operation's next
+    /// event on `/admin/events`, subscribed before the first look so that no change falls in
+    /// between (or, where the stream is not available, for the proxy to log what it did). Each
+    /// wait is bounded, and it looks once more after the deadline: a test thread that was
+    /// descheduled past it must not fail on a stale answer.
     func waitForOperation(_ id: String, describedAs condition: String, timeout: Duration = .seconds(15),
                           until predicate: (JSONObject) -> Bool) async throws -> JSONObject {
         let deadline = Deadline(after: timeout)
+        let events = (try? EventStreamClient(self)).flatMap { $0.status == 200 ? $0 : nil }
+        defer { events?.client.close() }
         while true {
             let expired = deadline.hasPassed
             let logged = child.observed.value.stderr.count
@@ -69,7 +73,12 @@ extension OutboxProcess {
             if expired {
                 throw HarnessError("operation \(id) not \(condition) within \(timeout); last seen: \(document.text)\n\(self)")
             }
-            await waitForActivity(after: logged)
+            if let events {
+                // A timeout only means "look again"; so does any other operation's event.
+                _ = try? events.next(timeout: .milliseconds(500)) { $0.type == "operation" && $0.data.contains(id) }
+            } else {
+                await waitForActivity(after: logged)
+            }
         }
     }
 
