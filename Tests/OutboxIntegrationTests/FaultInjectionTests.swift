@@ -106,6 +106,39 @@ struct FaultInjectionTests {
         #expect(!requests.isEmpty && requests.allSatisfy { $0.headers["Outbox-Attempt"] != nil }, "\(requests)")
     }
 
+    @Test func aReplayTimeoutIsRetriedAndTheUpstreamNeverSawThatAttempt() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(
+            upstream: upstream.baseURL,
+            config: #"{"reachability": {"probeIntervalSeconds": 0.1, "responseTimeoutSeconds": 1}, "retry": {"preset": "immediate", "maxRetries": 100}}"#)
+        let stored = try outbox.enqueue(body: "replayed after a timeout")
+        _ = try Self.addFault(outbox, #"{"action":"timeout","applyTo":"replay","times":1}"#)
+        try upstream.restart()
+        try outbox.drain()
+        let delivered = try outbox.operation(stored.id)
+        #expect(delivered.string("status") == "completed" && (delivered.int("retryCount") ?? 0) >= 1, "\(delivered)")
+        // The first attempt was the rule's: the upstream's first request is attempt 2 or later.
+        let first = try #require(upstream.requests.first)
+        #expect(Int(first.headers["Outbox-Attempt"] ?? "") ?? 0 >= 2, "\(upstream.requests)")
+        #expect(try Self.faults(outbox).first?.int("applied") == 1)
+    }
+
+    @Test func aReplayLatencyWaitsThenDelivers() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let stored = try outbox.enqueue(body: "late")
+        _ = try Self.addFault(outbox, #"{"action":"latency","latencySeconds":0.3,"applyTo":"replay"}"#)
+        try upstream.restart()
+        try outbox.drain()
+        let delivered = try outbox.operation(stored.id)
+        #expect(delivered.string("status") == "completed" && delivered.int("retryCount") == 0, "\(delivered)")
+        #expect(upstream.requests.map { $0.headers["Outbox-Attempt"] } == ["1"], "\(upstream.requests)")
+        let rule = try #require(try Self.faults(outbox).first)
+        #expect(rule.int("applied") == 1 && rule.bool("exhausted") == false, "\(rule)")
+    }
+
     @Test func offlineRefusesAndHoldsTheProbesUntilTheRuleIsRemoved() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
