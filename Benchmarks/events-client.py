@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two helpers for events.sh, stdlib only, loopback only.
+"""Helpers for events.sh, stdlib only, loopback only (events.sh listens with curl).
 
   events-client.py listen PORT SECONDS    read GET /admin/events for SECONDS, print events/s
   events-client.py generate PORT RATE SECONDS
