@@ -288,10 +288,13 @@ public final class OutboxQueue: Sendable {
 
     // MARK: Events
 
-    /// `event: operation` for a new state of `id` (its lane looked up unless given).
-    private func announce(_ id: UUID, _ state: OperationState, lane: (origin: Origin, orderingKey: String?)? = nil) {
+    /// An operation's lane, as its events name it.
+    private typealias Lane = (origin: Origin, orderingKey: String?)
+
+    /// `event: operation` for a new state of `id`; the caller read `lane` under the lock it
+    /// already held for the change, so an event costs no second lookup.
+    private func announce(_ id: UUID, _ state: OperationState, lane: Lane) {
         guard let events else { return }
-        guard let lane = lane ?? index.withLock({ $0.entry(id).map { ($0.origin, $0.orderingKey) } }) else { return }
         events.publish("operation", Self.operationEvent(id: id, status: state.status.rawValue, retryCount: state.retryCount,
                                                         lastError: state.lastError, origin: lane.origin,
                                                         orderingKey: lane.orderingKey))
@@ -485,15 +488,15 @@ extension OutboxQueue: ReplaySource {
             logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
             return
         }
-        let woken = index.withLock { index -> [Origin] in
+        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
             // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
             // at recovery anyway.
-            guard let entry = index.entry(id) else { return [] }
+            guard let entry = index.entry(id) else { return ([], nil) }
             Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                        to: &index, logger: logger)
-            return index.takeLanesToWake()
+            return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
-        announce(id, state)
+        if let lane { announce(id, state, lane: lane) }
         wake(woken)
         if state.status.isFinished { notifyDrainWaiters() }
     }
@@ -501,13 +504,13 @@ extension OutboxQueue: ReplaySource {
     package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
-        let woken = index.withLock { index -> [Origin] in
+        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
             // Gone meanwhile (an admin delete): the record below is then ignored at recovery too.
-            guard index.entry(id) != nil else { return [] }
+            guard let entry = index.entry(id) else { return ([], nil) }
             Self.apply(state, of: id, to: &index, logger: logger)
-            return index.takeLanesToWake()
+            return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
-        announce(id, state)
+        if let lane { announce(id, state, lane: lane) }
         wake(woken)
         log.append(.updated(id, state)) { [self] result in
             switch result {
