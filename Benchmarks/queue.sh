@@ -126,7 +126,7 @@ poll() {  # sets BUSY, DONE, AT (epoch seconds) and TICKS (Outbox's utime+stime)
 nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
 NGINX_PID=$!
 PIDS+=("$NGINX_PID")
-T0='' DONE0=0
+T0='' DONE0=0 TICKS0=0
 for ((i = 0; i < 60000; i++)); do
   poll
   if [[ -z $T0 ]] && ((DONE > 0)); then T0=$AT DONE0=$DONE TICKS0=$TICKS; fi
