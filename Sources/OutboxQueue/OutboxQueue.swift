@@ -502,6 +502,22 @@ extension OutboxQueue: ReplaySource {
     }
 
     package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
+        recordSoon(id, state, sparing: nil, written: written)
+    }
+
+    package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
+                            written: @escaping @Sendable () -> Void) {
+        recordSoon(id, state, sparing: origin, written: written)
+    }
+
+    package func hasWork(for origin: Origin, now: Int64) -> Bool {
+        index.withLock { $0.hasWork(origin: origin, now: now) }
+    }
+
+    /// Applies and writes `state`; wakes the lanes it changed except those of `spared`, whose
+    /// replayer looks for its next work itself.
+    private func recordSoon(_ id: UUID, _ state: OperationState, sparing spared: Origin?,
+                            written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
         let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
@@ -511,17 +527,15 @@ extension OutboxQueue: ReplaySource {
             return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
         if let lane { announce(id, state, lane: lane) }
-        wake(woken)
+        wake(spared.map { spared in woken.filter { $0 != spared } } ?? woken)
         log.append(.updated(id, state)) { [self] result in
             switch result {
             case .success(let location):
                 // Later states of the same operation are appended (and complete) after this
-                // one, so the last completion to run carries the newest location.
+                // one, so the last completion to run carries the newest location. The state
+                // itself is in the index already: only the locator moves.
                 index.withLock { index in
-                    guard let entry = index.entry(id) else { return }
-                    var locator = entry.locator
-                    locator.state = location
-                    Self.apply(entry.state, locator: locator, of: id, to: &index, logger: logger)
+                    _ = index.relocate(id) { $0.state = location }
                 }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }

@@ -27,6 +27,24 @@ extension QueueIndex {
         return LaneStep(next: lanesOfOrigin.active > 0 ? .busy : .idle, dependencyFailed: doomed)
     }
 
+    /// Whether some lane of `origin` could deliver at `now` (ready, or its backoff over), or
+    /// has operations to fail behind a failed dependency: what one more replay slot would do.
+    public func hasWork(origin: Origin, now: Int64) -> Bool {
+        guard let number = originNumbers[origin] else { return false }
+        let index = Int(number)
+        if !originLanes[index].ready.isEmpty || !originLanes[index].doomed.isEmpty { return true }
+        return originLanes[index].backoff.first.map { $0.key <= now } ?? false
+    }
+
+    /// Changes only where the records of `id` are (its state's record reached the disk after
+    /// the state itself): nothing about its place in the lanes moves. False for an unknown id.
+    @discardableResult
+    public mutating func relocate(_ id: UUID, _ change: (inout Locator) -> Void) -> Bool {
+        guard let slot = slot(of: id) else { return false }
+        change(&records[Int(slot)].locator)
+        return true
+    }
+
     /// Takes `state` for the record at `slot`, then re-places what waits for it.
     mutating func apply(_ state: OperationState, to slot: Int32) {
         let index = Int(slot)

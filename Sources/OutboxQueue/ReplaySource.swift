@@ -16,6 +16,13 @@ package protocol ReplaySource: Sendable {
     /// operations in flight. `written` runs once the record is on disk, or once writing it
     /// failed (logged here): either way the caller stops waiting for it.
     func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void)
+    /// `recordSoon` for the replayer's own step on a lane of `origin`: the replayer asks for
+    /// that origin's next work itself, so the queue wakes only other origins' lanes (one whose
+    /// dependency this step resolved), never `origin`'s, which saves a task and a hop per step.
+    func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin, written: @escaping @Sendable () -> Void)
+    /// Whether one more attempt of `origin` could start at `now`: some lane's head is ready
+    /// or due, or an operation waits to be failed behind its dependency.
+    func hasWork(for origin: Origin, now: Int64) -> Bool
     /// Origins with operations that are not finished.
     var originsWithWork: [Origin] { get }
     var forcedOffline: Bool { get }
@@ -26,6 +33,15 @@ extension ReplaySource {
     package func recordSoon(_ id: UUID, _ state: OperationState) {
         recordSoon(id, state, written: {})
     }
+
+    /// A source that wakes no lanes from `recordSoon` needs no distinction.
+    package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
+                            written: @escaping @Sendable () -> Void) {
+        recordSoon(id, state, written: written)
+    }
+
+    /// A source that cannot tell says yes: the replayer then looks with `nextWork`.
+    package func hasWork(for origin: Origin, now: Int64) -> Bool { true }
 }
 
 /// The next thing an origin's replay should do.

@@ -26,6 +26,12 @@ package protocol ReplayTransport: Sendable {
 /// Outcomes are written behind the lanes; each lane has an ``OutcomeWindow`` and runs at most
 /// ``OutcomeWindow/redeliveryBound`` outcomes ahead of the disk: what a `kill -9` makes it send
 /// again.
+///
+/// The queue does not wake an origin for the replayer's own state changes (a worker asks for
+/// the next work itself); after each step a worker wakes the loop only when another slot could
+/// start something. With an `executor` (an event loop's, in production) every task of the
+/// replayer prefers it, so the actor, the exchange and the response's hand-back stay on one
+/// thread.
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -37,6 +43,8 @@ public actor Replayer {
     private let clock: ReplayClock
     private let metrics: Metrics?
     private let maxConcurrentPerOrigin: Int
+    /// Where the replayer's tasks run, when set (see the type's comment).
+    private let executor: (any TaskExecutor)?
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
@@ -61,9 +69,12 @@ public actor Replayer {
     /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
     ///   backoff is stepped through instead of slept through.
     /// - Parameter maxConcurrentPerOrigin: lanes of one origin delivered at the same time (≥ 1).
+    /// - Parameter executor: where the replayer's tasks run; nil: the cooperative pool.
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
-         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8) {
+         clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8,
+         executor: (any TaskExecutor)? = nil) {
+        self.executor = executor
         self.metrics = metrics
         self.maxConcurrentPerOrigin = max(1, maxConcurrentPerOrigin)
         self.source = source
@@ -87,7 +98,7 @@ public actor Replayer {
         let origins = source.originsWithWork
         unprobed.formUnion(origins)
         for origin in origins {
-            Task { await self.startAfterProbe(origin) }
+            Task(executorPreference: executor) { await self.startAfterProbe(origin) }
         }
     }
 
@@ -110,7 +121,7 @@ public actor Replayer {
             return
         }
         running.insert(origin)
-        Task { await self.runOrigin(origin) }
+        Task(executorPreference: executor) { await self.runOrigin(origin) }
     }
 
     package func kickAll() {
@@ -145,7 +156,7 @@ public actor Replayer {
                     continue
                 }
                 workers[origin, default: 0] += 1
-                Task { await self.work(attempt, origin: origin) }
+                Task(executorPreference: executor) { await self.work(attempt, origin: origin) }
             }
         }
     }
@@ -226,7 +237,7 @@ public actor Replayer {
         // sends. Until the attempt's outcome is on disk the operation is sent again anyway, as
         // the one in flight or as one whose outcome the window counts; and the log keeps append
         // order, so once that outcome is on disk this record is too.
-        source.recordSoon(id, inProgress)
+        source.recordSoon(id, inProgress, replaying: request.origin, written: {})
         return Attempt(id: id, request: request, state: state, inProgress: inProgress)
     }
 
@@ -243,23 +254,35 @@ public actor Replayer {
             // The lane sends only while fewer than the bound of its outcomes are unwritten; one
             // sync normally frees the room. Other lanes go on meanwhile (the actor is free).
             await window.waitForRoom()
-            await send(attempt, origin: origin, window: window)
+            let backingOff = await send(attempt, origin: origin, window: window)
             busyLanes.remove(lane)
             if windows.count > Self.windowSweepThreshold { sweepWindows() }
             // Re-checked after the await: the origin may have gone offline meanwhile.
             guard !isBlocked(origin), case .attempt(let id, let request, let state) = source.nextWork(for: origin, now: now()),
                   let next = begin(id, request, state) else { break }
             attempt = next
+            wakeLoopIfMoreCanStart(origin, backingOff: backingOff)
         }
         workers[origin, default: 1] -= 1
         if workers[origin] == 0 { workers[origin] = nil }
         kick(origin)
     }
 
+    /// The queue leaves this origin's wake-ups to its replayer: once a worker has taken its next
+    /// operation, the parked loop is woken when a free slot could start another lane (the
+    /// outcome made one ready, or resolved a dependency), or when the lane just left backs off
+    /// (the loop sets the timer for its retry).
+    private func wakeLoopIfMoreCanStart(_ origin: Origin, backingOff: Bool) {
+        guard parked[origin] != nil, workers[origin, default: 0] < maxConcurrentPerOrigin else { return }
+        if backingOff || source.hasWork(for: origin, now: now()) { kick(origin) }
+    }
+
     /// Windows kept before the replayer drops the settled ones.
     private static let windowSweepThreshold = 4096
 
-    private func send(_ attempt: Attempt, origin: Origin, window: OutcomeWindow) async {
+    /// Sends the attempt and records its outcome; true when the operation is to be retried
+    /// after a delay.
+    private func send(_ attempt: Attempt, origin: Origin, window: OutcomeWindow) async -> Bool {
         let (id, request, state, inProgress) = (attempt.id, attempt.request, attempt.state, attempt.inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
@@ -289,7 +312,8 @@ public actor Replayer {
                                    "error": next.lastError ?? "-"])
         }
         metrics?.replayed(next.status)
-        source.recordSoon(id, next, written: window.track())
+        source.recordSoon(id, next, replaying: origin, written: window.track())
+        return next.status == .pending
     }
 }
 

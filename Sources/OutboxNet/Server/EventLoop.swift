@@ -38,6 +38,8 @@ public final class EventLoop: @unchecked Sendable {
     let scratch: UnsafeMutableRawBufferPointer
     let index: Int
     private var thread: pthread_t?
+    /// The loop thread, once it runs (0 before): lets a caller tell whether it is on the loop.
+    private let runningThread = Atomic<pthread_t>(0)
     /// Streams with output queued during this tick, flushed together after the tick's events:
     /// a response head, body and last chunk, or a request head and body, leave in one send.
     private var pendingFlush: [SocketStream] = []
@@ -80,6 +82,9 @@ public final class EventLoop: @unchecked Sendable {
     package func join() {
         if let thread { pthread_join(thread, nil) }
     }
+
+    /// True on the loop's own thread.
+    package var isCurrent: Bool { runningThread.load(ordering: .relaxed) == pthread_self() }
 
     /// Runs `job` on the loop thread. Safe from any thread.
     public func execute(_ job: @escaping @Sendable () -> Void) {
@@ -159,6 +164,7 @@ public final class EventLoop: @unchecked Sendable {
         let capacity = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
+        runningThread.store(pthread_self(), ordering: .relaxed)
         nextSweep = Clock.monotonicNanos() + sweepInterval
         while !stopping {
             let timeout: Int32

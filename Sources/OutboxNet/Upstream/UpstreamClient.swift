@@ -11,9 +11,13 @@ import Synchronization
 public final class UpstreamClient: Sendable {
     private let loops: [LoopBound<any UpstreamLoop>]
     private let next = Atomic<Int>(0)
+    /// Runs tasks on the first loop: a caller there (the replayer's tasks prefer it) has its
+    /// exchanges started in place, on that loop, with no hand-over at all.
+    package let loopExecutor: LoopTaskExecutor?
 
     package init(loops: [LoopBound<any UpstreamLoop>]) {
         self.loops = loops
+        loopExecutor = loops.first.map { LoopTaskExecutor(loop: $0.loop) }
     }
 
     /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
@@ -24,12 +28,15 @@ public final class UpstreamClient: Sendable {
     public func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
                      maxResponseBytes: Int, purpose: Purpose) async -> Result<CollectedResponse, UpstreamError> {
         guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
-        let state = loops[next.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
+        // On a loop already (a task preferring `loopExecutor`): start there, now.
+        let current = loops.first(where: { $0.loop.isCurrent })
+        let state = current ?? loops[next.wrappingAdd(1, ordering: .relaxed).oldValue % loops.count]
         return await withCheckedContinuation { continuation in
-            state.loop.execute {
+            let begin: @Sendable () -> Void = {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
                 collector.start(origin: origin, head: head, body: body, proxyLoop: state.value, purpose: purpose)
             }
+            if current != nil { begin() } else { state.loop.execute(begin) }
         }
     }
 }
