@@ -51,10 +51,18 @@ struct HTTPHeadReader: Sendable {
         }
     }
 
-    /// Hands out the fields read and starts over for the next message.
-    mutating func takeHeaders() -> HTTPHeaders {
-        let result = headers
-        self = HTTPHeadReader()
+    /// Hands out the fields read and starts over for the next message, reading its fields
+    /// into `next` (an empty list, perhaps with room from an earlier head).
+    mutating func takeHeaders(next: consuming HTTPHeaders = HTTPHeaders()) -> HTTPHeaders {
+        var result = next
+        swap(&result, &headers)
+        self = HTTPHeadReader(headers: headers)
         return result
     }
+
+    private init(headers: consuming HTTPHeaders) {
+        self.headers = headers
+    }
+
+    init() {}
 }

@@ -78,6 +78,18 @@ extension HTTPHeaders {
         return found
     }
 
+    /// Whether a field's name begins with `prefix` (given in lowercase; names match in any
+    /// case): one pass that lets a head with no `Outbox-*` field skip their parsing.
+    package func containsName(withLowercasedPrefix prefix: StaticString) -> Bool {
+        let wanted = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        return storage.withUnsafeBufferPointer { bytes in
+            fields.contains { field in
+                field.nameLength >= wanted.count && HTTPByte.equalsIgnoringCase(
+                    UnsafeBufferPointer(rebasing: bytes[field.start..<(field.start + wanted.count)]), wanted)
+            }
+        }
+    }
+
     /// Calls `body` with the value bytes of each field named `name`, in order, while it
     /// returns true. The bytes are valid only inside `body`.
     func forEachValue(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {

@@ -60,14 +60,30 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
     /// Appends a field at the end. The caller passes a valid name and value; CR, LF and NUL are
     /// replaced by SP anyway so that no caller mistake can split a message (RFC 9110 §5.5).
     public mutating func add(_ name: String, _ value: String) {
-        let start = storage.count
-        let nameLength = appendSanitized(name)
-        storage.append(HTTPByte.colon)
-        storage.append(HTTPByte.space)
-        let valueLength = appendSanitized(value)
-        storage.append(HTTPByte.cr)
-        storage.append(HTTPByte.lf)
-        fields.append(Field(start: start, nameLength: nameLength, valueLength: valueLength))
+        var name = name
+        var value = value
+        name.withUTF8 { nameBytes in
+            value.withUTF8 { valueBytes in appendSanitized(name: nameBytes, value: valueBytes) }
+        }
+    }
+
+    /// Appends `name: value` with a constant name: how the proxy writes the fields it adds
+    /// (`Via`, `X-Forwarded-*`, framing) straight from bytes, with no String made or scanned
+    /// per request. CR, LF and NUL in `value` are replaced by SP, as in ``add(_:_:)``.
+    package mutating func add(field name: StaticString, value: UnsafeBufferPointer<UInt8>) {
+        appendSanitized(name: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value: value)
+    }
+
+    /// Appends `name: value`, both constants (`Transfer-Encoding: chunked`).
+    package mutating func add(field name: StaticString, value: StaticString) {
+        add(field: name, value: UnsafeBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount))
+    }
+
+    /// Appends `name: value` with a constant name and a value held as a String (a peer's
+    /// address, an origin's authority).
+    package mutating func add(field name: StaticString, value: String) {
+        var value = value
+        value.withUTF8 { add(field: name, value: $0) }
     }
 
     /// Removes every field named `name`, then appends one field `name: value` at the end.
@@ -166,24 +182,29 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
         fields.reserveCapacity(16)
     }
 
-    /// Appends `string`'s UTF-8 with CR, LF and NUL turned into SP; returns the byte count.
-    private mutating func appendSanitized(_ string: String) -> Int {
-        var string = string
-        return string.withUTF8 { bytes in
-            var clean = true
-            for byte in bytes where byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 {
-                clean = false
-                break
-            }
-            if clean {
-                storage.append(contentsOf: bytes)
-            } else {
-                for byte in bytes {
-                    storage.append(byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 ? HTTPByte.space : byte)
+    /// Appends `name: value\r\n` with CR, LF and NUL turned into SP. A clean field (nearly
+    /// every one: the check runs eight bytes at a time) goes in as one copy of a line built on
+    /// the stack, so the storage is grown and checked once per field, not once per piece.
+    private mutating func appendSanitized(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        let start = storage.count
+        let length = name.count + value.count + 4
+        let clean = HTTPByte.isValidFieldValue(name) && HTTPByte.isValidFieldValue(value)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length) { line in
+            var index = line.initialize(fromContentsOf: name)
+            line[index] = HTTPByte.colon
+            line[index + 1] = HTTPByte.space
+            index = line[(index + 2)...].initialize(fromContentsOf: value)
+            line[index] = HTTPByte.cr
+            line[index + 1] = HTTPByte.lf
+            if !clean {
+                for position in 0..<(length - 2) {
+                    let byte = line[position]
+                    if byte == HTTPByte.cr || byte == HTTPByte.lf || byte == 0 { line[position] = HTTPByte.space }
                 }
             }
-            return bytes.count
+            storage.append(contentsOf: UnsafeBufferPointer(line))
         }
+        fields.append(Field(start: start, nameLength: name.count, valueLength: value.count))
     }
 
     /// Drops the fields for which `shouldRemove` is true, compacting the storage in place

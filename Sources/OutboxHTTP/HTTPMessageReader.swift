@@ -80,8 +80,26 @@ struct HTTPMessageReader: Sendable {
         }
     }
 
-    /// The fields of the head just completed.
-    mutating func takeHeaders() -> HTTPHeaders { headReader.takeHeaders() }
+    /// The fields of the head just completed; the next head's fields go into the spare list.
+    mutating func takeHeaders() -> HTTPHeaders {
+        var next = HTTPHeaders()
+        swap(&next, &spareHeaders)
+        return headReader.takeHeaders(next: next)
+    }
+
+    /// Takes back the fields of a head its caller is done with, leaving an empty list in their
+    /// place: the next head is parsed into their storage, so steady traffic parses heads
+    /// without allocating. A list grown by an unusually large head is let go.
+    mutating func recycle(_ headers: inout HTTPHeaders) {
+        var spent = HTTPHeaders()
+        swap(&spent, &headers)
+        guard spareHeaders.byteCapacity == 0, spent.byteCapacity <= Self.maxSpareHeaderBytes else { return }
+        spent.removeAll(keepingCapacity: true)
+        spareHeaders = spent
+    }
+
+    private var spareHeaders = HTTPHeaders()
+    private static let maxSpareHeaderBytes = 8 * 1024
 
     /// The head is followed by a body framed as `framing` (possibly none).
     mutating func startBody(_ framing: HTTPBodyFraming) {

@@ -57,6 +57,10 @@ public struct HTTPRequestParser: Sendable {
     /// True once a CONNECT head was returned: what follows is tunnel data, not HTTP.
     public var isUpgraded: Bool { reader.isUpgraded }
 
+    /// Gives back the fields of a request head the caller is done with (leaving an empty list):
+    /// the parser reads the next head's fields into their storage instead of allocating.
+    package mutating func recycle(_ headers: inout HTTPHeaders) { reader.recycle(&headers) }
+
     /// True between messages with no partial message seen.
     public var isIdle: Bool { reader.isIdle }
 

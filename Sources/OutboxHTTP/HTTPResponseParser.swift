@@ -74,6 +74,10 @@ public struct HTTPResponseParser: Sendable {
     /// True after a 101 or a 2xx to CONNECT: what follows is tunnel data, not HTTP.
     public var isUpgraded: Bool { reader.isUpgraded }
 
+    /// Gives back the fields of a response head the caller is done with (leaving an empty list):
+    /// the parser reads the next head's fields into their storage instead of allocating.
+    package mutating func recycle(_ headers: inout HTTPHeaders) { reader.recycle(&headers) }
+
     /// True between messages with no partial message seen.
     public var isIdle: Bool { reader.isIdle }
 

@@ -16,7 +16,8 @@ import OutboxQueue
 final class ProxyExchange: UpstreamResponseHandler {
     /// Strong: the client drops its exchange on every ending path, which breaks the cycle.
     let client: ClientConnection
-    let head: HTTPRequestHead
+    /// The parsed request; its fields go back to the client's parser when the exchange ends.
+    private(set) var head: HTTPRequestHead
     let requestFraming: HTTPBodyFraming
     private let started: UInt64
     private var machine: ExchangeStateMachine
@@ -25,7 +26,9 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var call: UpstreamCall?
     private var transport: UpstreamTransport?
     /// Body bytes seen before the call exists, or kept to resend on a stale pooled connection.
-    private var bodyCopy: [UInt8] = []
+    private var bodyCopy: [UInt8]
+    /// `bodyCopy` went into a stored operation or an admin request: it is theirs now.
+    private var bodyHandedOn = false
     /// Whether `bodyCopy` still holds every body byte so far, so the request can be sent again
     /// (it stops once the body outgrows `maxReplayableBody` after the call has started).
     private var bodyCopyIsResendable = true
@@ -49,6 +52,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         self.client = client
         self.head = head
         self.requestFraming = framing
+        bodyCopy = framing == .none || framing == .contentLength(0) ? [] : client.proxyLoop.takeBodyBuffer()
         started = client.loop.now
         machine = ExchangeStateMachine(requestComplete: framing == .none || framing == .contentLength(0),
                                        isHead: head.method == "HEAD", clientSpeaksHTTP11: head.version == .http1_1)
@@ -113,7 +117,10 @@ final class ProxyExchange: UpstreamResponseHandler {
                 forward()
                 return
             }
-            let control = Result { () throws(ControlHeaderError) in try ControlHeaders(parsing: head.headers) }
+            // Most requests carry no `Outbox-*` field: one pass over the names spares the lookups.
+            let control = head.headers.containsName(withLowercasedPrefix: "outbox-")
+                ? Result { () throws(ControlHeaderError) in try ControlHeaders(parsing: head.headers) }
+                : .success(ControlHeaders())
             if case .success(let parsed) = control { self.control = parsed }
             let method: QueueDecision.Method = client.context.queueMethods.contains(head.method)
                 ? .queueable : .notQueueable(connectivity(of: origin, in: queue))
@@ -229,9 +236,9 @@ final class ProxyExchange: UpstreamResponseHandler {
             responseStatus = upstream.status
             var response = ProxyRules.clientResponseHead(upstream, bodyFraming: framing,
                                                          reusing: client.proxyLoop.takeHeaders())
-            if chunked { response.headers.add("Transfer-Encoding", "chunked") }
+            if chunked { response.headers.add(field: "Transfer-Encoding", value: "chunked") }
             if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
-                response.headers.add("Connection", connection)
+                response.headers.add(field: "Connection", value: connection)
             }
             client.stream.withOutput { HTTPSerializer.writeResponseHead(response, into: &$0) }
             client.proxyLoop.recycle(&response.headers)
@@ -478,6 +485,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         machine.beginStoring()
         // Only a stored operation needs its fingerprint; a direct forward never computes it.
         if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
+        bodyHandedOn = true
         let request = OperationRequest(
             id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,
             headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
@@ -517,6 +525,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard let admin = client.context.admin, let adminPath else { return }
         machine.beginStoring()
         let (path, query) = AdminRequest.split(adminPath)
+        bodyHandedOn = true
         let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
                                    pretty: AdminRequest.rendersPretty(head, query: query))
         let bound = LoopBound(value: self, loop: client.loop)
@@ -580,8 +589,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func finish(status: Int, keepAlive: Bool) {
         machine.end()
         // Serialised already, and never sent again now: its storage serves the next request.
-        if var spent = upstreamHead {
-            upstreamHead = nil
+        if var spent = upstreamHead.take() {
             client.proxyLoop.recycle(&spent.headers)
         }
         client.stream.flushSoon()
@@ -596,6 +604,10 @@ final class ProxyExchange: UpstreamResponseHandler {
                 "bytes": String(responseBytes), "ms": Self.millisecondsText(micros),
             ])
         }
+        // Nothing reads the request's fields after this: they hold the next head's fields,
+        // and a body that was not handed to the queue or the admin API holds the next body.
+        client.recycle(&head.headers)
+        if !bodyHandedOn { client.proxyLoop.recycle(body: &bodyCopy) }
         client.exchangeDidFinish(keepAlive: keepAlive)
     }
 

@@ -13,7 +13,9 @@ enum Route: Equatable {
 /// The proxy's header and routing rules as pure functions: what is hop-by-hop, which forwarding
 /// headers are added, where a request target points. Tests drive them with plain values.
 package enum ProxyRules {
-    package static let via = "1.1 outbox"
+    /// The `Via` entry Outbox adds (RFC 9110 §7.6.3), as written into forwarded heads.
+    static let viaValue: StaticString = "1.1 outbox"
+    package static var via: String { viaValue.description }
 
     /// Routes a request; errors carry the status the client gets. `intercepted` is the origin
     /// of the intercepted tunnel the request came through, if it did. `upstreamOrigin` is
@@ -113,10 +115,10 @@ package enum ProxyRules {
                                     clientScheme: String = "http",
                                     reusing headers: consuming HTTPHeaders = HTTPHeaders()) -> HTTPRequestHead {
         headers.reserveCapacity(bytes: head.headers.byteCount + 160)
-        headers.add("Host", origin.authority)
+        headers.add(field: "Host", value: origin.authority)
         let connection = ForwardedHeaderKind.ConnectionOptions(of: head.headers)
         var forwardedFor: [UInt8] = []
-        var originalHost: String?
+        var originalHost: Range<Int>?
         var contentLengthWritten = false
         let source = head.headers
         source.storage.withUnsafeBufferPointer { bytes in
@@ -130,28 +132,30 @@ package enum ProxyRules {
                     appendContentLength(name: name, value: value, framing: bodyFraming, of: source,
                                         written: &contentLengthWritten, into: &headers)
                 case .host:
-                    if originalHost == nil { originalHost = String(decoding: value, as: UTF8.self) }
+                    if originalHost == nil { originalHost = field.valueRange }
                 case .forwardedFor:
                     // Appended with ", " to what the client sent, as Go's reverseproxy does.
-                    if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: [0x2C, 0x20]) }
                     forwardedFor.append(contentsOf: value)
+                    forwardedFor.append(contentsOf: [0x2C, 0x20])
                 case .hopByHop, .expect, .forwardedProto, .forwardedHost, .control:
                     break
                 }
             }
         }
-        if bodyFraming == .chunked { headers.add("Transfer-Encoding", "chunked") }
-        headers.add("Via", via)
+        if bodyFraming == .chunked { headers.add(field: "Transfer-Encoding", value: "chunked") }
+        headers.add(field: "Via", value: viaValue)
         if forwardedFor.isEmpty {
-            headers.add("X-Forwarded-For", clientAddress)
+            headers.add(field: "X-Forwarded-For", value: clientAddress)
         } else {
-            headers.add("X-Forwarded-For", String(decoding: forwardedFor, as: UTF8.self) + ", " + clientAddress)
+            forwardedFor.append(contentsOf: clientAddress.utf8)
+            forwardedFor.withUnsafeBufferPointer { headers.add(field: "X-Forwarded-For", value: $0) }
         }
-        headers.add("X-Forwarded-Proto", clientScheme)
-        if let (_, authority) = Origin.absoluteAuthority(head.target) {
-            headers.add("X-Forwarded-Host", String(authority))
+        headers.add(field: "X-Forwarded-Proto", value: clientScheme)
+        // An origin-form target (the reverse proxy's every request) names no authority.
+        if head.target.utf8.first != UInt8(ascii: "/"), let (_, authority) = Origin.absoluteAuthority(head.target) {
+            headers.add(field: "X-Forwarded-Host", value: String(authority))
         } else if let originalHost {
-            headers.add("X-Forwarded-Host", originalHost)
+            source.storage.withUnsafeBufferPointer { headers.add(field: "X-Forwarded-Host", value: UnsafeBufferPointer(rebasing: $0[originalHost])) }
         }
         return HTTPRequestHead(method: head.method, target: target, version: .http1_1, headers: headers)
     }
@@ -181,7 +185,7 @@ package enum ProxyRules {
                 }
             }
         }
-        headers.add("Via", via)
+        headers.add(field: "Via", value: viaValue)
         return HTTPResponseHead(version: .http1_1, status: head.status, reason: head.reason, headers: headers)
     }
 

@@ -17,6 +17,46 @@ struct HTTPByteTests {
         }
     }
 
+    @Test func wordLowercasingMatchesTheByteRuleInEveryLane() {
+        var mismatches: [String] = []
+        for byte in UInt8.min...UInt8.max {
+            for lane in 0..<8 {
+                // The other lanes hold bytes on either side of the letter ranges.
+                let filler: UInt64 = 0x5B40_7A60_C15A_417F
+                let shift = UInt64(lane * 8)
+                let word = (filler & ~(0xFF << shift)) | (UInt64(byte) << shift)
+                let lowered = HTTPByte.lowercasedWord(word)
+                for other in 0..<8 {
+                    let input = UInt8(truncatingIfNeeded: word >> UInt64(other * 8))
+                    let output = UInt8(truncatingIfNeeded: lowered >> UInt64(other * 8))
+                    if output != HTTPByte.lowercased(input) { mismatches.append("byte \(input) in lane \(other)") }
+                }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+    }
+
+    @Test func caseInsensitiveEqualityAgreesWithTheByteRuleForEveryPairAtEveryPosition() {
+        var mismatches: [String] = []
+        for length in [1, 7, 8, 9, 16, 19] {
+            for position in Set([0, length / 2, length - 1]) {
+                var a = Array("content-type-and-more".utf8.prefix(length))
+                var b = Array("CONTENT-TYPE-AND-MORE".utf8.prefix(length))
+                for x in UInt8.min...UInt8.max {
+                    for y in UInt8.min...UInt8.max {
+                        a[position] = x
+                        b[position] = y
+                        let equal = a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { HTTPByte.equalsIgnoringCase(a, $0) } }
+                        if equal != (HTTPByte.lowercased(x) == HTTPByte.lowercased(y)) {
+                            mismatches.append("\(x) vs \(y) at \(position) of \(length)")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+    }
+
     @Test func fieldValueCheckFindsAForbiddenByteAtAnyPositionAndLength() {
         let forbidden: [UInt8] = [0x00, 0x01, 0x0A, 0x0D, 0x1F, 0x7F]
         let allowed: [UInt8] = [0x09, 0x20, 0x21, 0x7E, 0x80, 0xC3, 0xFF]

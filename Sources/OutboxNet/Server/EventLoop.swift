@@ -43,6 +43,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Streams with output queued during this tick, flushed together after the tick's events:
     /// a response head, body and last chunk, or a request head and body, leave in one send.
     private var pendingFlush: [SocketStream] = []
+    /// The batch being flushed, while `pendingFlush` collects what its flushes schedule.
+    private var flushing: [SocketStream] = []
 
     package init(index: Int, sweepInterval: Double) throws(SystemError) {
         self.index = index
@@ -136,11 +138,12 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func flushPending() {
-        // A flush can queue more output elsewhere (drain callbacks): repeat until quiet.
+        // A flush can queue more output elsewhere (drain callbacks): repeat until quiet. The
+        // two lists trade places, so neither is copied nor allocated again tick after tick.
         while !pendingFlush.isEmpty {
-            let batch = pendingFlush
-            pendingFlush.removeAll(keepingCapacity: true)
-            for stream in batch { stream.flushScheduled() }
+            swap(&pendingFlush, &flushing)
+            for stream in flushing { stream.flushScheduled() }
+            flushing.removeAll(keepingCapacity: true)
         }
     }
 

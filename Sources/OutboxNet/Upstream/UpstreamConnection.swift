@@ -143,8 +143,9 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
         do throws(HTTPParseError) {
             while state == .active, !stream.readingPaused {
                 guard let event = try parser.next(in: stream.input, index: &stream.inputIndex) else { break }
-                switch event {
-                case .head(let head, let framing):
+                // Consumed, so the head below is the only copy and its storage can go back.
+                switch consume event {
+                case .head(var head, let framing):
                     if head.status == 101 {
                         // We never forward Upgrade, so a switch of protocols is a broken origin.
                         fail(.invalidResponse("unexpected 101 Switching Protocols"))
@@ -163,6 +164,8 @@ final class UpstreamConnection: SocketStreamDelegate, DeadlineTracked, UpstreamC
                         keepAlive = false
                     }
                     handler.upstreamReceivedHead(head, framing: framing)
+                    // The handler copied what it forwards: the next response is parsed into these fields.
+                    parser.recycle(&head.headers)
                 case .body(let range):
                     // A local reference: the handler may close the stream, which replaces `input`.
                     let buffer = stream.input

@@ -170,7 +170,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
                 perform(machine.needMoreInput(now: loop.now, inputBuffered: stream.unconsumedInputBytes > 0))
                 return
             }
-            switch event {
+            // Consumed, so the exchange holds the head's only copy and can give its storage back.
+            switch consume event {
             case .head(let head, let framing):
                 guard machine.headReceived() == .startExchange else { return }
                 let exchange = ProxyExchange(client: self, head: head, framing: framing)
@@ -184,6 +185,11 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
                 exchange?.requestEnded(trailers: trailers)
             }
         }
+    }
+
+    /// Takes back the fields of a finished request for the parser to read the next head into.
+    func recycle(_ headers: inout HTTPHeaders) {
+        parser.recycle(&headers)
     }
 
     /// Called by the exchange when its request body may flow again.

@@ -25,6 +25,10 @@ final class ProxyLoop {
     private static let maxSpareHeaders = 64
     /// A list grown by an unusually large head is let go rather than kept per loop.
     private static let maxSpareHeaderBytes = 8 * 1024
+    /// Emptied request-body buffers, reused like `spareHeaders`; at most 64 × 16 KiB per loop.
+    private var spareBodies: [[UInt8]] = []
+    private static let maxSpareBodies = 64
+    private static let maxSpareBodyBytes = 16 * 1024
     private(set) var draining = false
     private var reportedDrained = false
 
@@ -53,6 +57,22 @@ final class ProxyLoop {
         guard spareHeaders.count < Self.maxSpareHeaders, spent.byteCapacity <= Self.maxSpareHeaderBytes else { return }
         spent.removeAll(keepingCapacity: true)
         spareHeaders.append(spent)
+    }
+
+    /// An empty byte buffer for a request body, with room from an earlier body when one is
+    /// spare: a forwarded POST then keeps its body (needed to store or resend it) without malloc.
+    func takeBodyBuffer() -> [UInt8] {
+        spareBodies.popLast() ?? []
+    }
+
+    /// Takes `body` for reuse, leaving an empty buffer in its place.
+    func recycle(body: inout [UInt8]) {
+        var spent: [UInt8] = []
+        swap(&spent, &body)
+        guard spareBodies.count < Self.maxSpareBodies, spent.capacity > 0, spent.capacity <= Self.maxSpareBodyBytes
+        else { return }
+        spent.removeAll(keepingCapacity: true)
+        spareBodies.append(spent)
     }
 
     /// Takes ownership of a socket accepted by the listener with `role`.
