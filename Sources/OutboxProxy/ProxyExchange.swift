@@ -353,9 +353,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .replay(let stored, let id):
             answer(QueueAnswer.replayed(stored, operation: id))
         case .accept(let info):
-            answer(QueueAnswer.accepted(info, locationBase: client.interceptedOrigin == nil
-                                            ? client.context.operationLocationBase : client.context.absoluteOperationLocationBase,
-                                        idempotencyHeader: client.context.idempotencyHeader))
+            answerAccepted(info)
         case .reject(let refusal):
             fail(refusal.error(idempotencyHeader: client.context.idempotencyHeader, origin: origin,
                                queueMethods: client.context.queueMethodList))
@@ -493,6 +491,19 @@ final class ProxyExchange: UpstreamResponseHandler {
         // The client may have gone meanwhile: the operation is stored all the same.
         guard machine.isStoring, let queue = client.context.queue else { return }
         carryOut(QueueDecision.stored(result), queue)
+    }
+
+    /// The `202` for `info`, written straight into the client's output.
+    private func answerAccepted(_ info: OperationSnapshot) {
+        let keepAlive = settlesKeepAlive(after: .local)
+        let context = client.context
+        let locationBase = client.interceptedOrigin == nil ? context.operationLocationBase : context.absoluteOperationLocationBase
+        let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version)
+        responseBytes = client.stream.withOutput {
+            QueueAnswer.writeAccepted(info, locationBase: locationBase, idempotencyHeader: context.idempotencyHeader,
+                                      connection: connection, withBody: head.method != "HEAD", into: &$0)
+        }
+        finish(status: 202, keepAlive: keepAlive)
     }
 
     private func answer(_ reply: QueueAnswer) {
