@@ -482,7 +482,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
             createdAt: WallClock.millis(), orderingKey: control.orderingKey)
         let bound = LoopBound(value: self, loop: client.loop)
-        queue.enqueue(request) { result in
+        queue.enqueue(request, keyIsFresh: generatedKey != nil) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
         }
     }
