@@ -22,42 +22,47 @@ struct QueueAnswer: Equatable {
     static func writeAccepted(_ info: OperationSnapshot, locationBase: String, idempotencyHeader: String,
                               connection: String?, withBody: Bool, into out: inout [UInt8]) -> Int {
         let status = info.state.status.rawValue
-        let bodyCount = AcceptedTemplate.fixedBodyBytes + status.utf8.count + JSON.quotedCount(info.idempotencyKey)
+        let bodyCount = Self.fixedBodyBytes + status.utf8.count + JSON.quotedCount(info.idempotencyKey)
             + WallClock.iso8601ByteCount(millis: info.createdAt)
         // The id's text, made once for its three places.
         withUnsafeTemporaryAllocation(byteCount: UUIDText.textLength, alignment: 1) { id in
             UUIDText.write(info.id, into: id)
-            out.append(contentsOf: AcceptedTemplate.statusAndLength)
+            out.append(literal: "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: ")
             JSON.appendDigits(UInt(bodyCount), to: &out)
-            out.append(contentsOf: AcceptedTemplate.location)
+            out.append(literal: "\r\nLocation: ")
             HTTPSerializer.appendSanitized(locationBase, into: &out)
             out.append(contentsOf: id)
-            out.append(contentsOf: AcceptedTemplate.operationID)
+            out.append(literal: "\r\nOutbox-Operation-Id: ")
             out.append(contentsOf: id)
-            out.append(contentsOf: AcceptedTemplate.crlf)
+            out.append(literal: "\r\n")
             HTTPSerializer.appendSanitized(idempotencyHeader, into: &out)
-            out.append(contentsOf: AcceptedTemplate.colonSpace)
+            out.append(literal: ": ")
             HTTPSerializer.appendSanitized(info.idempotencyKey, into: &out)
-            out.append(contentsOf: AcceptedTemplate.crlf)
+            out.append(literal: "\r\n")
             if let connection {
-                out.append(contentsOf: AcceptedTemplate.connection)
+                out.append(literal: "Connection: ")
                 HTTPSerializer.appendSanitized(connection, into: &out)
-                out.append(contentsOf: AcceptedTemplate.crlf)
+                out.append(literal: "\r\n")
             }
-            out.append(contentsOf: AcceptedTemplate.crlf)
+            out.append(literal: "\r\n")
             guard withBody else { return }
-            out.append(contentsOf: AcceptedTemplate.bodyID)
+            out.append(literal: #"{"id":""#)
             out.append(contentsOf: id)
-            out.append(contentsOf: AcceptedTemplate.bodyStatus)
+            out.append(literal: #"","status":""#)
             out.append(contentsOf: status.utf8)
-            out.append(contentsOf: AcceptedTemplate.bodyKey)
+            out.append(literal: #"","idempotencyKey":"#)
             JSON.appendQuoted(info.idempotencyKey, to: &out)
-            out.append(contentsOf: AcceptedTemplate.bodyQueuedAt)
+            out.append(literal: #","queuedAt":""#)
             WallClock.appendISO8601(millis: info.createdAt, to: &out)
-            out.append(contentsOf: AcceptedTemplate.bodyEnd)
+            out.append(literal: "\"}\n")
         }
         return bodyCount
     }
+
+    /// The `202` body's bytes besides the status, the quoted key and the time: the id's text and
+    /// the literals around the fields, as `writeAccepted` writes them.
+    private static let fixedBodyBytes = #"{"id":""#.utf8.count + UUIDText.textLength + #"","status":""#.utf8.count
+        + #"","idempotencyKey":"#.utf8.count + #","queuedAt":""#.utf8.count + "\"}\n".utf8.count
 
     /// The kept response of the completed operation `id`, framed by its length (it was stored
     /// whole) and marked `Idempotent-Replayed: true`.
@@ -70,22 +75,4 @@ struct QueueAnswer: Equatable {
         headers.add("Idempotent-Replayed", "true")
         return QueueAnswer(head: HTTPResponseHead(status: stored.status, headers: headers), body: stored.body)
     }
-}
-
-/// The constant pieces of the `202`, in the order they are written.
-private enum AcceptedTemplate {
-    static let statusAndLength = Array("HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: ".utf8)
-    static let location = Array("\r\nLocation: ".utf8)
-    static let operationID = Array("\r\nOutbox-Operation-Id: ".utf8)
-    static let connection = Array("Connection: ".utf8)
-    static let colonSpace = Array(": ".utf8)
-    static let crlf = Array("\r\n".utf8)
-    static let bodyID = Array(#"{"id":""#.utf8)
-    static let bodyStatus = Array(#"","status":""#.utf8)
-    static let bodyKey = Array(#"","idempotencyKey":"#.utf8)
-    static let bodyQueuedAt = Array(#","queuedAt":""#.utf8)
-    static let bodyEnd = Array("\"}\n".utf8)
-    /// Body bytes besides the status, the quoted key and the time: the id and the field names.
-    static let fixedBodyBytes = bodyID.count + UUIDText.textLength + bodyStatus.count + bodyKey.count
-        + bodyQueuedAt.count + bodyEnd.count
 }

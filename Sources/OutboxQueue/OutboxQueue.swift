@@ -355,43 +355,53 @@ extension OutboxQueue: QueueGateway {
         }
         guard keyIsFresh || reserveKey(of: request, completion) else { return }
         let operation = OperationSnapshot(request, state: OperationState())
+        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
         log.append(.created(request, operation.state)) { [self] result in
-            let outcome: Result<OperationSnapshot, EnqueueError>
-            switch result {
-            case .success(let location):
-                let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
-                    do throws(QueueIndexError) {
-                        try index.insert(operation, locator: OperationRecords(created: location, state: nil))
-                        return .success(index.takeLanesToWake())
-                    } catch {
-                        return .failure(error)
-                    }
-                }
-                switch inserted {
-                case .success(let woken):
-                    metrics.enqueued()
-                    outcome = .success(operation)
-                    announce(operation.id, operation.state, lane: (request.origin, request.orderingKey))
-                    wake(woken.filter(isKickable))
-                case .failure(let error):
-                    // The key was checked under its reservation (or made up just now), so only an
-                    // id already indexed gets here. The record is durable, but recovery refuses it
-                    // the same way (the first record holding an id wins) and compaction drops it:
-                    // the operation will never be replayed, so its client must hear an error, not 202.
-                    logger.error("enqueue_not_indexed", ["id": request.id.lowercasedText, "error": "\(error)"])
-                    outcome = .failure(.storage("operation \(request.id.lowercasedText) was written but not indexed: \(error)"))
-                }
-            case .failure(.full):
-                outcome = .failure(.full("the disk is full"))
-            case .failure(let error):
-                logger.error("storage_failed", ["operation": "enqueue", "id": request.id.lowercasedText, "error": "\(error)"])
-                outcome = .failure(.storage("\(error)"))
-            }
+            let outcome = indexStored(operation, result)
             if keyIsFresh {
                 completion(outcome)
             } else {
-                settle(request, outcome, completion)
+                settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
             }
+        }
+    }
+
+    /// Indexes `operation` once its `created` record is durable (on the log's writer thread),
+    /// announces it and wakes its lanes; or turns the append's failure into the client's answer.
+    private func indexStored(_ operation: OperationSnapshot, _ result: Result<RecordLocation, StorageError>)
+        -> Result<OperationSnapshot, EnqueueError> {
+        let location: RecordLocation
+        switch result {
+        case .success(let written):
+            location = written
+        case .failure(.full):
+            return .failure(.full("the disk is full"))
+        case .failure(let error):
+            logger.error("storage_failed", ["operation": "enqueue", "id": operation.id.lowercasedText, "error": "\(error)"])
+            return .failure(.storage("\(error)"))
+        }
+        let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
+            do throws(QueueIndexError) {
+                try index.insert(operation, locator: OperationRecords(created: location, state: nil))
+                return .success(index.takeLanesToWake())
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch inserted {
+        case .success(let woken):
+            metrics.enqueued()
+            announce(operation.id, operation.state, lane: (operation.origin, operation.orderingKey))
+            wake(woken.filter(isKickable))
+            return .success(operation)
+        case .failure(let error):
+            // The key was checked under its reservation (or made up just now), so only an id
+            // already indexed gets here. The record is durable, but recovery refuses it the same
+            // way (the first record holding an id wins) and compaction drops it: the operation
+            // will never be replayed, so its client must hear an error, not 202.
+            let id = operation.id.lowercasedText
+            logger.error("enqueue_not_indexed", ["id": id, "error": "\(error)"])
+            return .failure(.storage("operation \(id) was written but not indexed: \(error)"))
         }
     }
 
@@ -420,7 +430,7 @@ extension OutboxQueue: QueueGateway {
         } catch {
             outcome = .failure(.storage("\(error)"))
         }
-        settle(request, outcome, completion)
+        settle(key: request.idempotencyKey, fingerprint: request.fingerprint, outcome, completion)
         return false
     }
 
@@ -437,14 +447,14 @@ extension OutboxQueue: QueueGateway {
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(_ request: OperationRequest, _ outcome: Result<OperationSnapshot, EnqueueError>,
+    private func settle(key: String, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
             return .failure(.keyConflict)
         }
-        completion(answer(request.fingerprint))
-        let waiting = reserving.withLock { $0.removeValue(forKey: request.idempotencyKey) ?? [] }
+        completion(answer(fingerprint))
+        let waiting = reserving.withLock { $0.removeValue(forKey: key) ?? [] }
         for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
     }
 

@@ -112,20 +112,19 @@ package enum HubEvent: Sendable {
     /// The event's server-sent-event text with `id`: `id:`, `event:` and `data:` lines and the
     /// blank line that ends it.
     func render(id: UInt64, into out: inout [UInt8]) {
-        out.append(contentsOf: HubEvent.idField)
+        out.append(literal: "id: ")
         JSON.appendDigits(UInt(id), to: &out)
-        out.append(contentsOf: HubEvent.eventField)
+        out.append(literal: "\nevent: ")
         switch self {
         case .operation(let event):
-            out.append(contentsOf: HubEvent.operationName)
-            out.append(contentsOf: HubEvent.dataField)
+            out.append(literal: "operation\ndata: ")
             event.appendJSON(to: &out)
         case .document(let name, let data):
             out.append(contentsOf: name.utf8)
-            out.append(contentsOf: HubEvent.dataField)
+            out.append(literal: "\ndata: ")
             out.append(contentsOf: data.rendered().utf8)
         }
-        out.append(contentsOf: HubEvent.end)
+        out.append(literal: "\n\n")
     }
 
     /// The event's text alone, as a client reads it.
@@ -135,11 +134,6 @@ package enum HubEvent: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static let idField = Array("id: ".utf8)
-    private static let eventField = Array("\nevent: ".utf8)
-    private static let operationName = Array("operation".utf8)
-    private static let dataField = Array("\ndata: ".utf8)
-    private static let end = Array("\n\n".utf8)
 }
 
 /// A change of one operation, as `event: operation` announces it: its new `status` (an
@@ -169,34 +163,26 @@ package struct OperationEvent: Sendable, Equatable {
     }
 
     func appendJSON(to out: inout [UInt8]) {
-        out.append(contentsOf: Self.idMember)
+        out.append(literal: #"{"id":""#)
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: UUIDText.textLength))
         out.withUnsafeMutableBytes { UUIDText.write(id, into: UnsafeMutableRawBufferPointer(rebasing: $0[start...])) }
-        out.append(contentsOf: Self.statusMember)
+        out.append(literal: #"","status":"#)
         JSON.appendQuoted(status, to: &out)
-        out.append(contentsOf: Self.retryCountMember)
+        out.append(literal: #","retryCount":"#)
         JSON.appendInt(retryCount, to: &out)
-        out.append(contentsOf: Self.lastErrorMember)
+        out.append(literal: #","lastError":"#)
         Self.appendOptional(lastError, to: &out)
-        out.append(contentsOf: Self.originMember)
+        out.append(literal: #","origin":"#)
         JSON.appendQuoted(origin.description, to: &out)
-        out.append(contentsOf: Self.orderingKeyMember)
+        out.append(literal: #","orderingKey":"#)
         Self.appendOptional(orderingKey, to: &out)
         out.append(UInt8(ascii: "}"))
     }
 
     private static func appendOptional(_ text: String?, to out: inout [UInt8]) {
-        if let text { JSON.appendQuoted(text, to: &out) } else { out.append(contentsOf: null) }
+        if let text { JSON.appendQuoted(text, to: &out) } else { out.append(literal: "null") }
     }
-
-    private static let idMember = Array(#"{"id":""#.utf8)
-    private static let statusMember = Array(#"","status":"#.utf8)
-    private static let retryCountMember = Array(#","retryCount":"#.utf8)
-    private static let lastErrorMember = Array(#","lastError":"#.utf8)
-    private static let originMember = Array(#","origin":"#.utf8)
-    private static let orderingKeyMember = Array(#","orderingKey":"#.utf8)
-    private static let null = Array("null".utf8)
 }
 
 /// One listener's backlog: bytes published and not yet taken, bounded by
