@@ -12,6 +12,11 @@
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/queue.sh   # measure a given binary, no build
 #   KEYS=16 OPS_1M=0 Benchmarks/queue.sh   # (a) and (b) with writes over 16 ordering keys
 #                                          # (lanes), replayed up to maxConcurrentPerOrigin at once
+#   SKIP_DRAIN=1 OPS_1M=0 Benchmarks/queue.sh   # (a) only
+#
+# (a) also runs the same wrk load against nginx answering every POST with a 202 like Outbox's
+# and storing nothing (accept-202.conf, NGINX_202_WORKERS workers, default one per CPU): the
+# rate any HTTP server reaches on this machine with this client, the ceiling for Outbox's.
 #
 # Loopback only; every process started here is stopped on exit; data lives in a temp dir.
 set -euo pipefail
@@ -25,7 +30,9 @@ KEYS=${KEYS:-0}
 if ((KEYS > 0)); then POST_SCRIPT="$HERE/post-1k-keyed.lua"; else POST_SCRIPT="$HERE/post-1k.lua"; fi
 export KEYS
 BASE_PORT=${BASE_PORT:-19100}
-UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3))
+UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3)) ACCEPT_PORT=$((BASE_PORT + 4))
+SKIP_DRAIN=${SKIP_DRAIN:-0}
+NGINX_202_WORKERS=${NGINX_202_WORKERS:-$(nproc)}
 RUN=$(mktemp -d /tmp/queuebench.XXXXXX)
 PIDS=()
 
@@ -43,7 +50,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 for tool in wrk nginx curl python3 gcc; do command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install wrk nginx curl)" >&2; exit 1; }; done
-for port in $UP_PORT $OBX_PORT; do
+for port in $UP_PORT $OBX_PORT $ACCEPT_PORT; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "port $port is in use" >&2; exit 1; fi
 done
 
@@ -59,6 +66,8 @@ fi
 BODY=$(printf 'x%.0s' $(seq 1 1014))
 sed -e "s#@RUNDIR@#$RUN#g" -e "s#@UP_PORT@#$UP_PORT#g" -e "s#@BODY1K@#$BODY#" "$HERE/upstream.conf" >"$RUN/upstream.conf"
 mkdir -p "$RUN/upstream-body"
+sed -e "s#@RUNDIR@#$RUN#g" -e "s#@PORT@#$ACCEPT_PORT#g" -e "s#@WORKERS@#$NGINX_202_WORKERS#g" "$HERE/accept-202.conf" >"$RUN/accept-202.conf"
+mkdir -p "$RUN/accept-202-body"
 
 start_outbox() {  # data dir; sets OBX_PID and STARTED (seconds until the listening line)
   local t0 i
@@ -79,6 +88,15 @@ count() {  # status field of /admin/status counts
   curl -s "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; c=json.load(sys.stdin)['counts']; print($1)"
 }
 
+cpu_ticks() {  # utime + stime of the given processes, in clock ticks
+  local p total=0
+  for p in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$total"
+}
+micros_per() {  # ticks requests -> CPU µs per request
+  python3 -c "print(f'{$1 / $(getconf CLK_TCK) / max($2, 1) * 1e6:.1f}')"
+}
+
 rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 
 SKIP_AB=${SKIP_AB:-0}
@@ -86,7 +104,9 @@ if ((SKIP_AB == 0)); then
 # ---- (a) durable enqueues
 log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
 start_outbox "$RUN/data-a"
+CPU0=$(cpu_ticks "$OBX_PID")
 wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$POST_SCRIPT" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
+OBX_CPU=$(micros_per $(($(cpu_ticks "$OBX_PID") - CPU0)) "$(awk '/requests in/ {print $1}' "$RUN/wrk-a.txt")")
 QUEUED=$(count "c['pending']")
 RPS=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-a.txt")
 P50=$(awk '$1 == "50%" {print $2}' "$RUN/wrk-a.txt")
@@ -95,6 +115,22 @@ NON2XX=$(awk '/Non-2xx/ {print $5}' "$RUN/wrk-a.txt")
 gcc -O2 -o "$RUN/fsync-limit" "$HERE/fsync-limit.c"
 mkdir -p "$RUN/fsync"
 "$RUN/fsync-limit" "$RUN/fsync" 5 rename append group64 >"$RUN/fsync.txt" 2>&1 || true
+# The ceiling: the same load, answered 202 by nginx with nothing stored.
+log "(a) nginx 202 (no storage): wrk -t2 -c$CONNS -d${DURATION}s, $NGINX_202_WORKERS workers"
+nginx -p "$RUN" -e "$RUN/accept-202.err" -c "$RUN/accept-202.conf" &
+ACCEPT_PID=$!
+PIDS+=("$ACCEPT_PID")
+for ((i = 0; i < 500; i++)); do
+  curl -s -o /dev/null -X POST -d x "http://127.0.0.1:$ACCEPT_PORT/echo" && break
+  kill -0 "$ACCEPT_PID" 2>/dev/null || { cat "$RUN/accept-202.err" >&2; exit 1; }
+  sleep 0.01
+done
+read -r -a ACCEPT_WORKERS <<<"$(pgrep -P "$ACCEPT_PID" | tr '\n' ' ')"
+CPU0=$(cpu_ticks "${ACCEPT_WORKERS[@]}")
+wrk -t2 -c"$CONNS" -d"${DURATION}s" -s "$POST_SCRIPT" "http://127.0.0.1:$ACCEPT_PORT/echo" >"$RUN/wrk-nginx202.txt"
+NGINX202=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-nginx202.txt")
+NGINX_CPU=$(micros_per $(($(cpu_ticks "${ACCEPT_WORKERS[@]}") - CPU0)) "$(awk '/requests in/ {print $1}' "$RUN/wrk-nginx202.txt")")
+kill -TERM "$ACCEPT_PID"; wait "$ACCEPT_PID" 2>/dev/null || true
 
 # ---- (b) drain
 # Timed from the first completion seen to the last, by one long-lived poll of /admin/status
@@ -102,6 +138,7 @@ mkdir -p "$RUN/fsync"
 # started per poll would compete with the replayer for the CPUs), so neither the probe that
 # notices nginx nor the poll's own start is counted; Outbox's CPU over the same span, from
 # /proc, gives the CPU per drained operation.
+if ((SKIP_DRAIN == 0)); then
 log "(b) drain: starting the upstream with $QUEUED operations queued"
 exec {ADMIN}<>"/dev/tcp/127.0.0.1/$OBX_PORT"
 exec {NAP}<> <(:)
@@ -138,6 +175,7 @@ exec {ADMIN}>&- {NAP}>&-
 TIMED=$((COMPLETED - DONE0))
 read -r DRAIN CPU_US < <(awk -v n="$TIMED" -v t0="$T0" -v t1="$T1" -v c="$((TICKS1 - TICKS0))" -v hz="$(getconf CLK_TCK)" \
   'BEGIN { if (n > 0 && t1 > t0) printf "%.0f %.1f\n", n / (t1 - t0), c * 1e6 / hz / n; else print "? ?" }')
+fi
 kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
 fi
 
@@ -164,6 +202,7 @@ echo
 echo "# queue benchmark, $(date -u +%FT%TZ), $(nproc) CPUs, data on $(findmnt -no SOURCE -T "$RUN" 2>/dev/null || echo '?')"
 if ((SKIP_AB == 0)); then
 printf '(a) durable 202/s   %8s req/s  p50 %s  p99 %s  non-2xx %s  (wrk -c%s -d%ss, %s queued)\n' "$RPS" "$P50" "$P99" "${NON2XX:-0}" "$CONNS" "$DURATION" "$QUEUED"
+printf '    Outbox CPU per durable 202: %s µs (utime+stime / requests)\n' "$OBX_CPU"
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
 # Group commit's yardstick: what this disk gives in batches of 64 records per fdatasync, measured
@@ -172,8 +211,12 @@ GROUP64=$(awk -F'|' '$2 ~ /group64/ {gsub(/ /, "", $3); print $3}' "$RUN/fsync.t
 if [[ -n $GROUP64 && $GROUP64 != 0 ]]; then
   printf 'durable 202/s: %.0f (%.2f × group-of-64 limit %s)\n' "$RPS" "$(python3 -c "print($RPS / $GROUP64)")" "$GROUP64"
 fi
+printf 'nginx 202 (no storage): %s req/s, %s µs CPU per 202; durable 202/s %.2f × that\n' "$NGINX202" "$NGINX_CPU" \
+  "$(python3 -c "print($RPS / $NGINX202)")"
+if ((SKIP_DRAIN == 0)); then
 printf '(b) drain           %8s ops/s  %s µs CPU/op  (%s operations replayed into nginx, %s timed from the first completion to the last, %s)\n' \
   "$DRAIN" "$CPU_US" "$COMPLETED" "$TIMED" "$( ((KEYS > 0)) && echo "over $KEYS ordering keys" || echo "no ordering keys: one lane")"
+fi
 fi
 if ((OPS_1M > 0)); then
   printf '(c) %s queued: restart %ss to listening; RSS after restart %s MB (peak %s MB); before kill peak %s MB; %s MB on disk\n' \

@@ -97,7 +97,9 @@ public enum HTTPSerializer {
         }
     }
 
-    private static func appendSanitized(_ string: String, into buffer: inout [UInt8]) {
+    /// Appends `string`'s UTF-8 with CR, LF and NUL written as spaces, so a value can never end
+    /// its line early.
+    package static func appendSanitized(_ string: String, into buffer: inout [UInt8]) {
         var string = string
         string.withUTF8 { bytes in
             if !bytes.contains(where: { $0 == HTTPByte.cr || $0 == HTTPByte.lf || $0 == 0 }) {

@@ -8,8 +8,17 @@ package enum IdempotencyKey {
     /// SHA-256 of method, target and body, NUL-separated: "the same request".
     package static func fingerprint(method: String, target: String, body: [UInt8]) -> [UInt8] {
         var hash = SHA256()
-        hash.update(Array(method.utf8) + [0] + Array(target.utf8) + [0])
+        // Fed piece by piece, with no array built for the prefix: the digest is the same.
+        func field(_ text: String) {
+            var text = text
+            text.withUTF8 { hash.update(UnsafeRawBufferPointer($0)) }
+            hash.update(separator)
+        }
+        field(method)
+        field(target)
         hash.update(body)
         return hash.finalize()
     }
+
+    private static let separator: [UInt8] = [0]
 }

@@ -28,7 +28,17 @@ package struct SHA256: Sendable {
         }
 
         static func start(_ pointer: OpaquePointer) {
-            guard EVP_DigestInit_ex(pointer, EVP_sha256(), nil) == 1 else { unusable("start") }
+            guard EVP_DigestInit_ex(pointer, Algorithm.sha256.pointer, nil) == 1 else { unusable("start") }
+        }
+
+        /// SHA-256 fetched from libcrypto's provider once: `EVP_sha256()` makes every
+        /// `EVP_DigestInit_ex` fetch it again (a locked lookup), once per stored request.
+        private struct Algorithm: @unchecked Sendable {
+            let pointer: OpaquePointer
+            static let sha256: Algorithm = {
+                guard let fetched = EVP_MD_fetch(nil, "SHA256", nil) else { unusable("fetch") }
+                return Algorithm(pointer: fetched)
+            }()
         }
 
         private static func newContext() -> OpaquePointer {

@@ -360,9 +360,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .replay(let stored, let id):
             answer(QueueAnswer.replayed(stored, operation: id))
         case .accept(let info):
-            answer(QueueAnswer.accepted(info, locationBase: client.interceptedOrigin == nil
-                                            ? client.context.operationLocationBase : client.context.absoluteOperationLocationBase,
-                                        idempotencyHeader: client.context.idempotencyHeader))
+            answerAccepted(info)
         case .reject(let refusal):
             fail(refusal.error(idempotencyHeader: client.context.idempotencyHeader, origin: origin,
                                queueMethods: client.context.queueMethodList))
@@ -492,7 +490,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
             createdAt: WallClock.millis(), orderingKey: control.orderingKey)
         let bound = LoopBound(value: self, loop: client.loop)
-        queue.enqueue(request) { result in
+        queue.enqueue(request, keyIsFresh: generatedKey != nil) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
         }
     }
@@ -501,6 +499,19 @@ final class ProxyExchange: UpstreamResponseHandler {
         // The client may have gone meanwhile: the operation is stored all the same.
         guard machine.isStoring, let queue = client.context.queue else { return }
         carryOut(QueueDecision.stored(result), queue)
+    }
+
+    /// The `202` for `info`, written straight into the client's output.
+    private func answerAccepted(_ info: OperationSnapshot) {
+        let keepAlive = settlesKeepAlive(after: .local)
+        let context = client.context
+        let locationBase = client.interceptedOrigin == nil ? context.operationLocationBase : context.absoluteOperationLocationBase
+        let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version)
+        responseBytes = client.stream.withOutput {
+            QueueAnswer.writeAccepted(info, locationBase: locationBase, idempotencyHeader: context.idempotencyHeader,
+                                      connection: connection, withBody: head.method != "HEAD", into: &$0)
+        }
+        finish(status: 202, keepAlive: keepAlive)
     }
 
     private func answer(_ reply: QueueAnswer) {

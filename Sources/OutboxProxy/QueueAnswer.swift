@@ -5,28 +5,64 @@ import OutboxQueue
 
 /// A response the queue gives in the origin's place: the `202 Accepted` for a stored operation,
 /// or a completed operation's kept response for a client repeating its key. Built from values
-/// only; the exchange adds the `Connection` header and writes it.
+/// only; the exchange adds the `Connection` header (the `202` takes it as an argument) and
+/// writes it.
 struct QueueAnswer: Equatable {
     var head: HTTPResponseHead
     var body: [UInt8]
 
-    /// `202 Accepted` for `info`: its id (also as `Outbox-Operation-Id` and in the `Location`
-    /// below `locationBase`), its key under `idempotencyHeader`, and a JSON body with id,
-    /// status, key and `queuedAt`.
-    static func accepted(_ info: OperationSnapshot, locationBase: String, idempotencyHeader: String) -> QueueAnswer {
-        let id = UUIDText.lowercase(info.id)
-        let text = JSON.object([
-            ("id", .string(id)), ("status", .string(info.state.status.rawValue)),
-            ("idempotencyKey", .string(info.idempotencyKey)), ("queuedAt", .string(WallClock.iso8601(millis: info.createdAt))),
-        ]).rendered() + "\n"
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        headers.add("Content-Length", String(text.utf8.count))
-        headers.add("Location", locationBase + id)
-        headers.add("Outbox-Operation-Id", id)
-        headers.add(idempotencyHeader, info.idempotencyKey)
-        return QueueAnswer(head: HTTPResponseHead(status: 202, headers: headers), body: Array(text.utf8))
+    /// Writes the `202 Accepted` for `info` into `out`, head and body in one piece: its id (also
+    /// as `Outbox-Operation-Id` and in the `Location` below `locationBase`), its key under
+    /// `idempotencyHeader`, `Connection: connection` when given, and a JSON body with id, status,
+    /// key and `queuedAt` (left out when `withBody` is false, as a `HEAD` answer is; its length
+    /// still framed). Returns the body's length.
+    ///
+    /// Every stored request is answered with one, so it is written from byte templates: the text
+    /// is the one a head of `HTTPHeaders` and a `JSON` body render, without building either.
+    static func writeAccepted(_ info: OperationSnapshot, locationBase: String, idempotencyHeader: String,
+                              connection: String?, withBody: Bool, into out: inout [UInt8]) -> Int {
+        let status = info.state.status.rawValue
+        let bodyCount = Self.fixedBodyBytes + status.utf8.count + JSON.quotedCount(info.idempotencyKey)
+            + WallClock.iso8601ByteCount(millis: info.createdAt)
+        // The id's text, made once for its three places.
+        withUnsafeTemporaryAllocation(byteCount: UUIDText.textLength, alignment: 1) { id in
+            UUIDText.write(info.id, into: id)
+            out.append(literal: "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: ")
+            JSON.appendDigits(UInt(bodyCount), to: &out)
+            out.append(literal: "\r\nLocation: ")
+            HTTPSerializer.appendSanitized(locationBase, into: &out)
+            out.append(contentsOf: id)
+            out.append(literal: "\r\nOutbox-Operation-Id: ")
+            out.append(contentsOf: id)
+            out.append(literal: "\r\n")
+            HTTPSerializer.appendSanitized(idempotencyHeader, into: &out)
+            out.append(literal: ": ")
+            HTTPSerializer.appendSanitized(info.idempotencyKey, into: &out)
+            out.append(literal: "\r\n")
+            if let connection {
+                out.append(literal: "Connection: ")
+                HTTPSerializer.appendSanitized(connection, into: &out)
+                out.append(literal: "\r\n")
+            }
+            out.append(literal: "\r\n")
+            guard withBody else { return }
+            out.append(literal: #"{"id":""#)
+            out.append(contentsOf: id)
+            out.append(literal: #"","status":""#)
+            out.append(contentsOf: status.utf8)
+            out.append(literal: #"","idempotencyKey":"#)
+            JSON.appendQuoted(info.idempotencyKey, to: &out)
+            out.append(literal: #","queuedAt":""#)
+            WallClock.appendISO8601(millis: info.createdAt, to: &out)
+            out.append(literal: "\"}\n")
+        }
+        return bodyCount
     }
+
+    /// The `202` body's bytes besides the status, the quoted key and the time: the id's text and
+    /// the literals around the fields, as `writeAccepted` writes them.
+    private static let fixedBodyBytes = #"{"id":""#.utf8.count + UUIDText.textLength + #"","status":""#.utf8.count
+        + #"","idempotencyKey":"#.utf8.count + #","queuedAt":""#.utf8.count + "\"}\n".utf8.count
 
     /// The kept response of the completed operation `id`, framed by its length (it was stored
     /// whole) and marked `Idempotent-Replayed: true`.

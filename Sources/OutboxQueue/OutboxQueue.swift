@@ -294,23 +294,15 @@ public final class OutboxQueue: Sendable {
     /// `event: operation` for a new state of `id`; the caller read `lane` under the lock it
     /// already held for the change, so an event costs no second lookup.
     private func announce(_ id: UUID, _ state: OperationState, lane: Lane) {
-        guard let events else { return }
-        events.publish("operation", Self.operationEvent(id: id, status: state.status.rawValue, retryCount: state.retryCount,
-                                                        lastError: state.lastError, origin: lane.origin,
-                                                        orderingKey: lane.orderingKey))
+        events?.publish(.operation(OperationEvent(id: id, status: state.status.rawValue, retryCount: state.retryCount,
+                                                  lastError: state.lastError, origin: lane.origin,
+                                                  orderingKey: lane.orderingKey)))
     }
 
     private func announce(_ entry: QueueIndex<OperationRecords>.Entry, status: String) {
-        events?.publish("operation", Self.operationEvent(id: entry.id, status: status, retryCount: entry.retryCount,
-                                                         lastError: entry.lastError, origin: entry.origin,
-                                                         orderingKey: entry.orderingKey))
-    }
-
-    private static func operationEvent(id: UUID, status: String, retryCount: Int, lastError: String?, origin: Origin,
-                                       orderingKey: String?) -> JSON {
-        .object([("id", .string(id.lowercasedText)), ("status", .string(status)), ("retryCount", .int(retryCount)),
-                 ("lastError", .string(lastError)), ("origin", .string(origin.description)),
-                 ("orderingKey", .string(orderingKey))])
+        events?.publish(.operation(OperationEvent(id: entry.id, status: status, retryCount: entry.retryCount,
+                                                  lastError: entry.lastError, origin: entry.origin,
+                                                  orderingKey: entry.orderingKey)))
     }
 
     // MARK: Drain
@@ -354,12 +346,69 @@ extension OutboxQueue: QueueGateway {
         }
     }
 
-    package func enqueue(_ request: OperationRequest, completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
+    package func enqueue(_ request: OperationRequest, keyIsFresh: Bool = false,
+                         completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         let count = index.withLock { $0.count }
         guard count < maxOperations else {
             completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
             return
         }
+        guard keyIsFresh || reserveKey(of: request, completion) else { return }
+        let operation = OperationSnapshot(request, state: OperationState())
+        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
+        log.append(.created(request, operation.state)) { [self] result in
+            let outcome = indexStored(operation, result)
+            if keyIsFresh {
+                completion(outcome)
+            } else {
+                settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
+            }
+        }
+    }
+
+    /// Indexes `operation` once its `created` record is durable (on the log's writer thread),
+    /// announces it and wakes its lanes; or turns the append's failure into the client's answer.
+    private func indexStored(_ operation: OperationSnapshot, _ result: Result<RecordLocation, StorageError>)
+        -> Result<OperationSnapshot, EnqueueError> {
+        let location: RecordLocation
+        switch result {
+        case .success(let written):
+            location = written
+        case .failure(.full):
+            return .failure(.full("the disk is full"))
+        case .failure(let error):
+            logger.error("storage_failed", ["operation": "enqueue", "id": operation.id.lowercasedText, "error": "\(error)"])
+            return .failure(.storage("\(error)"))
+        }
+        let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
+            do throws(QueueIndexError) {
+                try index.insert(operation, locator: OperationRecords(created: location, state: nil))
+                return .success(index.takeLanesToWake())
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch inserted {
+        case .success(let woken):
+            metrics.enqueued()
+            announce(operation.id, operation.state, lane: (operation.origin, operation.orderingKey))
+            wake(woken.filter(isKickable))
+            return .success(operation)
+        case .failure(let error):
+            // The key was checked under its reservation (or made up just now), so only an id
+            // already indexed gets here. The record is durable, but recovery refuses it the same
+            // way (the first record holding an id wins) and compaction drops it: the operation
+            // will never be replayed, so its client must hear an error, not 202.
+            let id = operation.id.lowercasedText
+            logger.error("enqueue_not_indexed", ["id": id, "error": "\(error)"])
+            return .failure(.storage("operation \(id) was written but not indexed: \(error)"))
+        }
+    }
+
+    /// Makes `request` the one writer of its key and returns true; or returns false when its
+    /// answer is settled otherwise: it waits for the key's first writer, or the key is stored.
+    private func reserveKey(of request: OperationRequest,
+                            _ completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) -> Bool {
         // One writer per key: later requests with the key wait for the first one's outcome.
         let first = reserving.withLock { map -> Bool in
             if map[request.idempotencyKey] != nil {
@@ -369,69 +418,43 @@ extension OutboxQueue: QueueGateway {
             map[request.idempotencyKey] = []
             return true
         }
-        guard first else { return }
+        guard first else { return false }
         // The proxy looked the key up before it chose to store, but a request with the same key
         // may have been stored since (forwarded first, then queued; or on another loop). A second
         // `created` record for the key would be refused by the index while its client heard
         // 202: answer it as a request that waited for the key's first writer is answered.
-        if let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) {
-            let outcome: Result<OperationSnapshot, EnqueueError>
-            do {
-                outcome = .success(try keyHolder(holder))
-            } catch {
-                outcome = .failure(.storage("\(error)"))
-            }
-            settle(request, outcome, completion)
-            return
+        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) else { return true }
+        let outcome: Result<OperationSnapshot, EnqueueError>
+        do {
+            outcome = .success(try keyHolder(holder))
+        } catch {
+            outcome = .failure(.storage("\(error)"))
         }
-        let operation = OperationSnapshot(request, state: OperationState())
-        log.append(.created(request, operation.state)) { [self] result in
-            let outcome: Result<OperationSnapshot, EnqueueError>
-            switch result {
-            case .success(let location):
-                let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
-                    do throws(QueueIndexError) {
-                        try index.insert(operation, locator: OperationRecords(created: location, state: nil))
-                        return .success(index.takeLanesToWake())
-                    } catch {
-                        return .failure(error)
-                    }
-                }
-                switch inserted {
-                case .success(let woken):
-                    metrics.enqueued()
-                    outcome = .success(operation)
-                    announce(operation.id, operation.state, lane: (request.origin, request.orderingKey))
-                    wake(woken + [request.origin])
-                case .failure(let error):
-                    // The key was checked under its reservation, so only an id already indexed
-                    // gets here. The record is durable, but recovery refuses it the same way (the
-                    // first record holding an id wins) and compaction drops it: the operation will
-                    // never be replayed, so its client must hear an error, not 202.
-                    logger.error("enqueue_not_indexed", ["id": request.id.lowercasedText, "error": "\(error)"])
-                    outcome = .failure(.storage("operation \(request.id.lowercasedText) was written but not indexed: \(error)"))
-                }
-            case .failure(.full):
-                outcome = .failure(.full("the disk is full"))
-            case .failure(let error):
-                logger.error("storage_failed", ["operation": "enqueue", "id": request.id.lowercasedText, "error": "\(error)"])
-                outcome = .failure(.storage("\(error)"))
-            }
-            settle(request, outcome, completion)
-        }
+        settle(key: request.idempotencyKey, fingerprint: request.fingerprint, outcome, completion)
+        return false
+    }
+
+    /// Whether a new operation should wake `origin`'s lanes: not while it is offline or forced
+    /// offline. Its lanes are parked then, and what ends that kicks them (the origin answering a
+    /// probe, the switch going back to auto); a kick now would only wake them to park again, one
+    /// task and one replayer hop per group commit. The check follows the index insert, so an
+    /// origin coming back meanwhile is either seen online here or kicks lanes that find the new
+    /// operation.
+    private func isKickable(_ origin: Origin) -> Bool {
+        !forcedOffline && reachability.isOnline(origin)
     }
 
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(_ request: OperationRequest, _ outcome: Result<OperationSnapshot, EnqueueError>,
+    private func settle(key: String, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
             return .failure(.keyConflict)
         }
-        completion(answer(request.fingerprint))
-        let waiting = reserving.withLock { $0.removeValue(forKey: request.idempotencyKey) ?? [] }
+        completion(answer(fingerprint))
+        let waiting = reserving.withLock { $0.removeValue(forKey: key) ?? [] }
         for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
     }
 

@@ -1,15 +1,19 @@
+import Foundation
 import OutboxModel
 import Synchronization
 
 /// The live feed behind `GET /admin/events`: every operation, origin and connectivity change as
 /// one server-sent event, kept for late readers and pushed to the ones listening.
 ///
-/// An event is rendered once, when it happens (`id:`, `event:`, `data:` lines), and the same
-/// bytes go to every listener. The last `retained` events stay in a ring, so a client that
-/// reconnects with `Last-Event-ID` gets what it missed; one that missed more (or names an id
-/// this process never gave) gets `event: reset` and goes on from now. Each listener has its own
-/// bounded backlog: a client that stops reading is cut off once it is `maxPendingBytes`
-/// behind, so a stalled reader can never slow the publishers or grow memory.
+/// An event is kept as a small value (``HubEvent``) and rendered (`id:`, `event:`, `data:`
+/// lines) only when someone reads it: once, when it happens, for the listeners there are then
+/// (the same bytes go to every one), or when a client resumes with `Last-Event-ID`. With no
+/// listener, publishing stores the value and renders nothing: every stored request publishes.
+/// The last `retained` events stay in a ring, so a client that reconnects with `Last-Event-ID`
+/// gets what it missed; one that missed more (or names an id this process never gave) gets
+/// `event: reset` and goes on from now. Each listener has its own bounded backlog: a client
+/// that stops reading is cut off once it is `maxPendingBytes` behind, so a stalled reader can
+/// never slow the publishers or grow memory.
 package final class EventHub: Sendable {
     /// Events kept for `Last-Event-ID`.
     package static let retained = 10_000
@@ -21,7 +25,7 @@ package final class EventHub: Sendable {
     private struct State {
         var nextID: UInt64 = 1
         /// The newest `retained` events, oldest first once full (`start` marks the oldest).
-        var ring: [(id: UInt64, bytes: [UInt8])] = []
+        var ring: [(id: UInt64, event: HubEvent)] = []
         var start = 0
         var listeners: [ObjectIdentifier: EventSubscription] = [:]
 
@@ -30,8 +34,8 @@ package final class EventHub: Sendable {
         func events(after id: UInt64) -> [UInt8] {
             var bytes: [UInt8] = []
             for offset in 0..<ring.count {
-                let event = ring[(start + offset) % ring.count]
-                if event.id > id { bytes += event.bytes }
+                let kept = ring[(start + offset) % ring.count]
+                if kept.id > id { kept.event.render(id: kept.id, into: &bytes) }
             }
             return bytes
         }
@@ -41,18 +45,26 @@ package final class EventHub: Sendable {
 
     package init() {}
 
-    /// Renders and sends one event to every listener; `data` is written as one line of JSON.
+    /// Sends one event to every listener; `data` is written as one line of JSON.
     package func publish(_ event: String, _ data: JSON) {
+        publish(.document(name: event, data: data))
+    }
+
+    /// Keeps `event` in the ring and sends it to every listener, rendered once for all of them
+    /// (and not at all while nobody listens).
+    package func publish(_ event: HubEvent) {
         let woken = state.withLock { state -> [EventSubscription] in
             let id = state.nextID
             state.nextID += 1
-            let bytes = Array("id: \(id)\nevent: \(event)\ndata: \(data.rendered())\n\n".utf8)
             if state.ring.count < Self.retained {
-                state.ring.append((id, bytes))
+                state.ring.append((id, event))
             } else {
-                state.ring[state.start] = (id, bytes)
+                state.ring[state.start] = (id, event)
                 state.start = (state.start + 1) % Self.retained
             }
+            guard !state.listeners.isEmpty else { return [] }
+            var bytes: [UInt8] = []
+            event.render(id: id, into: &bytes)
             return state.listeners.values.filter { $0.append(bytes) }
         }
         // Outside the lock: a listener's wake-up hops to its own thread.
@@ -69,10 +81,10 @@ package final class EventHub: Sendable {
             let newest = state.nextID - 1
             if let text = lastEventID?.trimmingASCIISpaces, !text.isEmpty {
                 if let id = UInt64(text), id <= newest, id + 1 >= (state.oldestID ?? newest + 1) {
-                    _ = subscription.append(state.events(after: id))
+                    subscription.start(with: state.events(after: id))
                 } else {
                     // The reset carries the newest id, so the client's next reconnect resumes here.
-                    _ = subscription.append(Array("id: \(newest)\nevent: reset\ndata: {}\n\n".utf8))
+                    subscription.start(with: Array("id: \(newest)\nevent: reset\ndata: {}\n\n".utf8))
                 }
             }
             state.listeners[ObjectIdentifier(subscription)] = subscription
@@ -86,6 +98,91 @@ package final class EventHub: Sendable {
 
     /// How many clients listen, for tests and metrics.
     package var listenerCount: Int { state.withLock { $0.listeners.count } }
+}
+
+/// One event as the hub keeps it until someone reads it. `operation` is the one published for
+/// every stored request and every replay step, so it holds its fields as they are (no `JSON`
+/// tree, no text) and renders itself straight into bytes; the rare others carry their `JSON`.
+package enum HubEvent: Sendable {
+    /// `event: operation`, `data: {"id","status","retryCount","lastError","origin","orderingKey"}`.
+    case operation(OperationEvent)
+    /// Any other event: its name and its data, rendered with `JSON.rendered()`.
+    case document(name: String, data: JSON)
+
+    /// The event's server-sent-event text with `id`: `id:`, `event:` and `data:` lines and the
+    /// blank line that ends it.
+    func render(id: UInt64, into out: inout [UInt8]) {
+        out.append(literal: "id: ")
+        JSON.appendDigits(UInt(id), to: &out)
+        out.append(literal: "\nevent: ")
+        switch self {
+        case .operation(let event):
+            out.append(literal: "operation\ndata: ")
+            event.appendJSON(to: &out)
+        case .document(let name, let data):
+            out.append(contentsOf: name.utf8)
+            out.append(literal: "\ndata: ")
+            out.append(contentsOf: data.rendered().utf8)
+        }
+        out.append(literal: "\n\n")
+    }
+
+    /// The event's text alone, as a client reads it.
+    package func rendered(id: UInt64) -> String {
+        var bytes: [UInt8] = []
+        render(id: id, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+}
+
+/// A change of one operation, as `event: operation` announces it: its new `status` (an
+/// `OperationStatus` raw value, or `removed`), retry count and last error, and its lane.
+package struct OperationEvent: Sendable, Equatable {
+    package var id: UUID
+    package var status: String
+    package var retryCount: Int
+    package var lastError: String?
+    package var origin: Origin
+    package var orderingKey: String?
+
+    package init(id: UUID, status: String, retryCount: Int, lastError: String?, origin: Origin, orderingKey: String?) {
+        self.id = id
+        self.status = status
+        self.retryCount = retryCount
+        self.lastError = lastError
+        self.origin = origin
+        self.orderingKey = orderingKey
+    }
+
+    /// The `data:` JSON, member for member the text of `json.rendered()`.
+    package var json: JSON {
+        .object([("id", .string(id.lowercasedText)), ("status", .string(status)), ("retryCount", .int(retryCount)),
+                 ("lastError", .string(lastError)), ("origin", .string(origin.description)),
+                 ("orderingKey", .string(orderingKey))])
+    }
+
+    func appendJSON(to out: inout [UInt8]) {
+        out.append(literal: #"{"id":""#)
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: UUIDText.textLength))
+        out.withUnsafeMutableBytes { UUIDText.write(id, into: UnsafeMutableRawBufferPointer(rebasing: $0[start...])) }
+        out.append(literal: #"","status":"#)
+        JSON.appendQuoted(status, to: &out)
+        out.append(literal: #","retryCount":"#)
+        JSON.appendInt(retryCount, to: &out)
+        out.append(literal: #","lastError":"#)
+        Self.appendOptional(lastError, to: &out)
+        out.append(literal: #","origin":"#)
+        JSON.appendQuoted(origin.description, to: &out)
+        out.append(literal: #","orderingKey":"#)
+        Self.appendOptional(orderingKey, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    private static func appendOptional(_ text: String?, to out: inout [UInt8]) {
+        if let text { JSON.appendQuoted(text, to: &out) } else { out.append(literal: "null") }
+    }
 }
 
 /// One listener's backlog: bytes published and not yet taken, bounded by
@@ -120,6 +217,13 @@ package final class EventSubscription: Sendable {
             backlog.bytes += bytes
             return wasEmpty
         }
+    }
+
+    /// The events a resuming client missed, however many: the ring bounds them, and the bound
+    /// on the backlog is for a listener falling behind, not for one catching up (a gap of more
+    /// than `maxPendingBytes` would otherwise drop it at once, every time it came back).
+    fileprivate func start(with bytes: [UInt8]) {
+        backlog.withLock { $0.bytes = bytes }
     }
 
     fileprivate func wake() { wakeUp() }

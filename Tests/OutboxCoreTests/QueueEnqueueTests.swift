@@ -56,6 +56,28 @@ struct QueueEnqueueTests {
         #expect(try reopened.operation(withKey: first.idempotencyKey)?.id == first.id)
     }
 
+    @Test func anOperationUnderAKeyTheProxyMadeUp_IsIndexedByIt_AndARepeatOfThatKeyFindsIt() async throws {
+        let directory = try StorageTestDirectory()
+        let lines = StorageLogLines()
+        let queue = try Self.open(directory, lines: lines)
+        // A request that came without a key: the proxy makes one up and says so.
+        let fresh = Self.another(StorageSamples.request(1), key: UUID().lowercasedText)
+        let stored = try await withCheckedContinuation { continuation in
+            queue.enqueue(fresh, keyIsFresh: true) { continuation.resume(returning: $0) }
+        }.get()
+        #expect(stored.id == fresh.id)
+        #expect(try queue.operation(withKey: fresh.idempotencyKey)?.id == fresh.id)
+        // The client learnt the key from the 202 and retries with it: the same operation.
+        let repeated = try await Self.enqueue(Self.another(fresh), into: queue).get()
+        #expect(repeated.id == fresh.id)
+        queue.close()
+
+        let reopened = try Self.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(reopened.counts[.pending] == 1)
+        #expect(try reopened.operation(withKey: fresh.idempotencyKey)?.id == fresh.id)
+    }
+
     @Test func anOperationTheIndexRefusesAfterItsAppend_IsAnErrorForItsClient_AndStaysRefusedAfterARestart() async throws {
         let directory = try StorageTestDirectory()
         let lines = StorageLogLines()

@@ -43,6 +43,17 @@ struct SHA256Tests {
         #expect(hasher.finalizeHex() == reference, "\(length) bytes in pieces")
     }
 
+    /// Fingerprints are kept on disk and compared after a restart: the digest of
+    /// method, NUL, target, NUL and body must never change with how it is fed.
+    @Test func aFingerprintIsTheDigestOfMethodTargetAndBodyNULSeparated() {
+        let body = Array("{\"amount\":1}".utf8) + [0, 0xFF]
+        for (method, target) in [("POST", "/v1/pay?x=1"), ("PUT", ""), ("DELETE", "/caf\u{E9}")] {
+            let whole = Array(method.utf8) + [0] + Array(target.utf8) + [0] + body
+            let fingerprint = IdempotencyKey.fingerprint(method: method, target: target, body: body)
+            #expect(SHA256.hexText(fingerprint) == SHA256.hex(of: whole), "\(method) \(target)")
+        }
+    }
+
     /// The digest `sha256sum` prints for the file at `path`.
     static func sha256sum(_ path: String) throws -> String {
         let process = Process()
