@@ -47,23 +47,22 @@ public final class OutboxQueue: Sendable {
             switch event {
             case .expect(let records):
                 index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
-            case .created(var operation, let location):
+            case .created(let operation, let location):
                 // At-least-once: an operation in flight when the process died is sent again.
-                if operation.state.status == .inProgress { operation.state.status = .pending }
+                var state = operation.state
+                if state.status == .inProgress { state.status = .pending }
                 do {
-                    try index.insert(operation, locator: OperationRecords(created: location, state: nil))
+                    try index.insert(operation, state: state, locator: OperationRecords(created: location, state: nil))
                 } catch {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
                     logger.warn("recovery_skipped", ["id": operation.id.lowercasedText, "error": "\(error)"])
                 }
             case .updated(let id, var state, let location):
-                // An update of an id that is not indexed belongs to an operation deleted before
-                // it, or never indexed: neither exists any more.
-                guard let entry = index.entry(id) else { return }
                 if state.status == .inProgress { state.status = .pending }
-                Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
-                           to: &index, logger: logger)
+                // An update of an id that is not indexed belongs to an operation deleted before
+                // it, or never indexed: neither exists any more, so `false` is ignored.
+                index.update(id, state: state) { $0.state = location }
             case .deleted(let id):
                 index.remove(id)
             }

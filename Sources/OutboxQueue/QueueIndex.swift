@@ -277,6 +277,9 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     var keys = SlotTable()
     var origins: [Origin] = []
     var originNumbers: [Origin: UInt32] = [:]
+    /// The origin `intern` found last: most inserts (all of a recovery's, with one upstream) go
+    /// to the origin of the one before, and comparing it costs less than hashing its host.
+    var lastOrigin: UInt32?
     var originLanes: [OriginLanes] = []
     var lanes: [Lane] = []
     /// Keyed lanes by name (default lanes are found through `originLanes`).
@@ -313,6 +316,9 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard records.isEmpty, count > 0 else { return }
         records.reserveCapacity(count)
         heapPositions.reserveCapacity(count)
+        // Before the first append touches the pages (see `HugePages`).
+        let bytes = records.capacity * MemoryLayout<Record>.stride
+        records.withUnsafeMutableBufferPointer { HugePages.advise(UnsafeMutableRawPointer($0.baseAddress), byteCount: bytes) }
         ids.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
         keys.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
     }
@@ -335,23 +341,33 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         // The hash closures capture `records` only: a method reference would capture a copy of
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
         ids.insert(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.insert(slot, hash: key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
+        keys.insert(slot, hash: key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
         apply(state, to: slot)
     }
 
-    /// Adds `operation` in its state (the fields the index does not keep are dropped).
-    public mutating func insert(_ operation: OperationSnapshot, locator: Locator) throws(QueueIndexError) {
+    /// Adds `operation` in `state` (default: its own; the fields the index does not keep are
+    /// dropped).
+    public mutating func insert(_ operation: OperationSnapshot, state: OperationState? = nil, locator: Locator) throws(QueueIndexError) {
         try insert(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
                    priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
-                   createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: operation.state,
+                   createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state ?? operation.state,
                    locator: locator)
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).
     public mutating func update(_ id: UUID, state: OperationState, locator: Locator? = nil) throws(QueueIndexError) {
-        guard let slot = slot(of: id) else { throw .unknownID(id) }
-        if let locator { records[Int(slot)].locator = locator }
+        guard update(id, state: state, relocate: { if let locator { $0 = locator } }) else { throw .unknownID(id) }
+    }
+
+    /// Records a new state for operation `id` and lets `relocate` change its locator in place,
+    /// with one lookup and no `Entry` built (recovery applies every `updated` record this
+    /// way). False when `id` is not indexed.
+    @discardableResult
+    public mutating func update(_ id: UUID, state: OperationState, relocate: (inout Locator) -> Void) -> Bool {
+        guard let slot = slot(of: id) else { return false }
+        relocate(&records[Int(slot)].locator)
         apply(state, to: slot)
+        return true
     }
 
     /// Removes operation `id` and returns what the index had; operations waiting for it go on
@@ -362,7 +378,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         let removed = entry(at: slot)
         setStatus(nil, of: slot)
         ids.remove(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.remove(slot, hash: records[Int(slot)].key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
+        keys.remove(slot, hash: records[Int(slot)].key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
         records[Int(slot)].tag = nil
         records[Int(slot)].lastError = nil
         records[Int(slot)].key = .text("")
@@ -441,17 +457,13 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     }
 
     func slot(ofKey key: IndexedKey) -> Int32? {
-        keys.find(hash: key.hashValue) { records[Int($0)].key == key }
+        keys.find(hash: key.tableHash) { records[Int($0)].key == key }
     }
 
     /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are
     /// not random (tests, other versions) still spread over the buckets.
     static func hash(_ id: UUID) -> Int {
-        let (high, low) = withUnsafeBytes(of: id.uuid) { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
-        var z = high ^ (low &* 0x9E37_79B9_7F4A_7C15)
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int(truncatingIfNeeded: z ^ (z >> 31))
+        SlotTable.mix(id, seed: 0)
     }
 
     /// The number of the lane of `origin` and `orderingKey`, when it exists.
@@ -463,12 +475,16 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
 
     private mutating func intern(_ origin: Origin, orderingKey: String?) -> UInt32 {
         let originNumber: UInt32
-        if let known = originNumbers[origin] {
+        if let last = lastOrigin, origins[Int(last)] == origin {
+            originNumber = last
+        } else if let known = originNumbers[origin] {
             originNumber = known
+            lastOrigin = known
         } else {
             originNumber = UInt32(origins.count)
             origins.append(origin)
             originNumbers[origin] = originNumber
+            lastOrigin = originNumber
             originLanes.append(OriginLanes(defaultLane: newLane(origin: originNumber, orderingKey: nil)))
         }
         guard let orderingKey else { return originLanes[Int(originNumber)].defaultLane }

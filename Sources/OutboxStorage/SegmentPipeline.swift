@@ -14,7 +14,7 @@ import Foundation
 final class SegmentPipeline<Item: Sendable, Outcome: Sendable>: @unchecked Sendable {
     /// What a worker does with one segment: reads it, calling `emit` with every item in order,
     /// and returns its outcome (or throws, which stops the whole pipeline).
-    typealias Work = @Sendable (_ segment: Int, _ emit: (Item) -> Void) throws(StorageError) -> Outcome
+    typealias Work = @Sendable (_ segment: Int, _ emit: (consuming Item) -> Void) throws(StorageError) -> Outcome
 
     private struct Feed {
         var chunks: [[Item]] = []
@@ -45,7 +45,7 @@ final class SegmentPipeline<Item: Sendable, Outcome: Sendable>: @unchecked Senda
     /// Runs `work` for segments `0..<count` on up to `workers` threads and calls `consume`
     /// with every item, then `finish` with every outcome, in segment order, on this thread.
     /// The first error (in segment order) is thrown once every worker has stopped.
-    static func run(count: Int, workers: Int, chunkSize: Int = 2048, maxChunks: Int = 4,
+    static func run(count: Int, workers: Int, chunkSize: Int = 1024, maxChunks: Int = 2,
                     work: @escaping Work, consume: (Item) -> Void,
                     finish: (Outcome) throws(StorageError) -> Void) throws(StorageError) {
         guard count > 0 else { return }
@@ -121,7 +121,8 @@ final class SegmentPipeline<Item: Sendable, Outcome: Sendable>: @unchecked Senda
                     let chunk = feeds[segment].chunks.removeFirst()
                     condition.broadcast()
                     condition.unlock()
-                    for item in chunk { consume(item) }
+                    // By index, not `for in`: the iterator would hand out a copy of every item.
+                    for index in chunk.indices { consume(chunk[index]) }
                     continue
                 }
                 // The outcome is set after the last chunk was handed over: nothing is left.
