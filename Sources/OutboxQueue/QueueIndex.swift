@@ -328,30 +328,74 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,
                                 tag: String?, dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil,
                                 state: OperationState, locator: Locator) throws(QueueIndexError) {
-        guard slot(of: id) == nil else { throw .duplicateID(id) }
-        let key = IndexedKey(idempotencyKey)
-        guard slot(ofKey: key) == nil else { throw .duplicateKey(idempotencyKey) }
-        let laneNumber = intern(origin, orderingKey: orderingKey)
-        lanes[Int(laneNumber)].members += 1
-        let slot = Int32(records.count)
-        records.append(Record(id: id, sequence: nextSequence, createdAt: createdAt, tag: tag, key: key,
-                              dependsOn: dependsOn, priority: priority, lane: laneNumber, locator: locator))
-        heapPositions.append(-1)
-        nextSequence += 1
-        // The hash closures capture `records` only: a method reference would capture a copy of
-        // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
-        ids.insert(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.insert(slot, hash: key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
-        apply(state, to: slot)
+        try insert(Insertion(id: id, origin: origin, idempotencyKey: idempotencyKey, priority: priority, tag: tag,
+                             dependsOn: dependsOn, createdAt: createdAt, orderingKey: orderingKey, state: state),
+                   locator: locator)
     }
 
     /// Adds `operation` in `state` (default: its own; the fields the index does not keep are
     /// dropped).
     public mutating func insert(_ operation: OperationSnapshot, state: OperationState? = nil, locator: Locator) throws(QueueIndexError) {
-        try insert(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
-                   priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
-                   createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state ?? operation.state,
-                   locator: locator)
+        try insert(Insertion(operation, state: state ?? operation.state), locator: locator)
+    }
+
+    /// An operation made ready to insert away from the index, on any thread (recovery makes
+    /// them on its reading threads): its key parsed and both table hashes computed, the fields
+    /// the index does not keep dropped. Inserting it then only probes and stores.
+    public struct Insertion: Sendable {
+        public let id: UUID
+        let idHash: Int
+        let key: IndexedKey
+        let keyHash: Int
+        let origin: Origin
+        let priority: OperationPriority
+        let tag: String?
+        let dependsOn: UUID?
+        let createdAt: Int64
+        let orderingKey: String?
+        let state: OperationState
+
+        /// The operation's fields, as for `insert(id:origin:...)`.
+        public init(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority, tag: String?,
+                    dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: OperationState) {
+            self.id = id
+            idHash = QueueIndex.hash(id)
+            key = IndexedKey(idempotencyKey)
+            keyHash = key.tableHash
+            self.origin = origin
+            self.priority = priority
+            self.tag = tag
+            self.dependsOn = dependsOn
+            self.createdAt = createdAt
+            self.orderingKey = orderingKey
+            self.state = state
+        }
+
+        /// `operation` in `state`.
+        public init(_ operation: OperationSnapshot, state: OperationState) {
+            self.init(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
+                      priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
+                      createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state)
+        }
+    }
+
+    /// Adds a prepared operation (see `insert(id:origin:...)` for the order to keep).
+    public mutating func insert(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
+        let id = insertion.id, key = insertion.key
+        guard slot(of: id, hash: insertion.idHash) == nil else { throw .duplicateID(id) }
+        guard slot(ofKey: key, hash: insertion.keyHash) == nil else { throw .duplicateKey(key.string) }
+        let laneNumber = intern(insertion.origin, orderingKey: insertion.orderingKey)
+        lanes[Int(laneNumber)].members += 1
+        let slot = Int32(records.count)
+        records.append(Record(id: id, sequence: nextSequence, createdAt: insertion.createdAt, tag: insertion.tag, key: key,
+                              dependsOn: insertion.dependsOn, priority: insertion.priority, lane: laneNumber, locator: locator))
+        heapPositions.append(-1)
+        nextSequence += 1
+        // The hash closures capture `records` only: a method reference would capture a copy of
+        // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
+        ids.insert(slot, hash: insertion.idHash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.insert(slot, hash: insertion.keyHash, hashOf: { [records] in records[Int($0)].key.tableHash })
+        apply(insertion.state, to: slot)
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).
@@ -452,12 +496,12 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             lastError: record.lastError, locator: record.locator)
     }
 
-    func slot(of id: UUID) -> Int32? {
-        ids.find(hash: Self.hash(id)) { records[Int($0)].id == id }
+    func slot(of id: UUID, hash: Int? = nil) -> Int32? {
+        ids.find(hash: hash ?? Self.hash(id)) { records[Int($0)].id == id }
     }
 
-    func slot(ofKey key: IndexedKey) -> Int32? {
-        keys.find(hash: key.tableHash) { records[Int($0)].key == key }
+    func slot(ofKey key: IndexedKey, hash: Int? = nil) -> Int32? {
+        keys.find(hash: hash ?? key.tableHash) { records[Int($0)].key == key }
     }
 
     /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are

@@ -39,7 +39,20 @@ extension OperationLog {
     public static func open(directory: String, options: Options = .init(), logger: Logger, requestFields: Bool = true,
                             visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
         try open(directory: directory, options: options, logger: logger, requestFields: requestFields,
-                 readers: recoveryReaders, visit: visit)
+                 readers: recoveryReaders, prepare: { $0 }, visit: visit)
+    }
+
+    /// Like ``open(directory:options:logger:requestFields:visit:)``, with a step of the
+    /// caller's own on the reading threads: `prepare` turns every event into what `visit`
+    /// needs (parsed, hashed, slimmed), in parallel, so that the calling thread, which builds
+    /// the index and is the one that makes a restart wait, does only what must be in order.
+    /// `prepare` may run on any thread; `visit` sees the prepared events in log order.
+    public static func open<Prepared: Sendable>(directory: String, options: Options = .init(), logger: Logger,
+                                                requestFields: Bool = true,
+                                                prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
+                                                visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
+        try open(directory: directory, options: options, logger: logger, requestFields: requestFields,
+                 readers: recoveryReaders, prepare: prepare, visit: visit)
     }
 
     /// Threads that read segments during recovery: one per core, at least two (one can wait on
@@ -48,22 +61,23 @@ extension OperationLog {
     static var recoveryReaders: Int { max(2, min(ProcessInfo.processInfo.activeProcessorCount, 4)) }
 
     /// Recovery with `readers` reading threads (1: one segment after another, as a reference).
-    static func open(directory: String, options: Options, logger: Logger, requestFields: Bool, readers: Int,
-                     visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
+    static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, requestFields: Bool, readers: Int,
+                                         prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
+                                         visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
-        visit(.expect(records: estimatedRecords(names, in: directory)))
+        visit(prepare(.expect(records: estimatedRecords(names, in: directory))))
         var files: [UInt32: SegmentFile] = [:]
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
-        try SegmentPipeline<RecoveryEvent, (SegmentFile, Int64)?>.run(
+        try SegmentPipeline<Prepared, (SegmentFile, Int64)?>.run(
             count: names.count, workers: readers,
             work: { (index, emit) throws(StorageError) in
                 var origins = OriginTable()
                 return try recoverSegment(names[index], in: directory, logger: logger) { type, payload, location in
                     guard let event = recoveryEvent(type: type, payload: payload, location: location, origins: &origins,
                                                     requestFields: requestFields) else { return false }
-                    emit(event)
+                    emit(prepare(event))
                     return true
                 }
             },

@@ -22,7 +22,7 @@ import Testing
                                 lines: StorageLogLines = StorageLogLines()) throws -> [String] {
         var events: [String] = []
         let log = try OperationLog.open(directory: path, options: options, logger: lines.logger, requestFields: false,
-                                        readers: readers) { events.append(describe($0)) }
+                                        readers: readers, prepare: { $0 }) { events.append(describe($0)) }
         log.close()
         return events
     }
