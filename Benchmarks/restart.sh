@@ -68,12 +68,11 @@ start_outbox() {  # binary, data dir; sets OBX_PID, STARTED (s to the listening 
   "$1" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$DOWN_PORT" --data-dir "$2" \
     --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &
   OBX_PID=$!
-  for ((i = 0; i < START_TIMEOUT * 500; i++)); do
-    grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null && break
+  while ! grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null; do
     kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; die "outbox exited before listening"; }
+    (($(date +%s%N) - t0 < START_TIMEOUT * 1000000000)) || { cat "$RUN/outbox.err" >&2; die "outbox not listening after ${START_TIMEOUT}s"; }
     sleep 0.002
   done
-  grep -q "outbox listening on" "$RUN/outbox.err" || die "outbox not listening after ${START_TIMEOUT}s"
   t1=$(date +%s%N)
   # Fields 14 and 15 of /proc/PID/stat (utime, stime) in clock ticks; the name in field 2 has no spaces.
   CPU=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$OBX_PID/stat")
