@@ -43,27 +43,23 @@ public final class OutboxQueue: Sendable {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
-        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false) { event in
+        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false,
+                                        prepare: Self.prepare) { event in
             switch event {
             case .expect(let records):
                 index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
-            case .created(var operation, let location):
-                // At-least-once: an operation in flight when the process died is sent again.
-                if operation.state.status == .inProgress { operation.state.status = .pending }
+            case .created(let insertion, let location):
                 do {
-                    try index.insert(operation, locator: OperationRecords(created: location, state: nil))
+                    try index.insert(insertion, locator: OperationRecords(created: location, state: nil))
                 } catch {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
-                    logger.warn("recovery_skipped", ["id": operation.id.lowercasedText, "error": "\(error)"])
+                    logger.warn("recovery_skipped", ["id": insertion.id.lowercasedText, "error": "\(error)"])
                 }
-            case .updated(let id, var state, let location):
+            case .updated(let id, let state, let location):
                 // An update of an id that is not indexed belongs to an operation deleted before
-                // it, or never indexed: neither exists any more.
-                guard let entry = index.entry(id) else { return }
-                if state.status == .inProgress { state.status = .pending }
-                Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
-                           to: &index, logger: logger)
+                // it, or never indexed: neither exists any more, so `false` is ignored.
+                index.update(id, state: state) { $0.state = location }
             case .deleted(let id):
                 index.remove(id)
             }
@@ -80,6 +76,37 @@ public final class OutboxQueue: Sendable {
         for origin in index.knownOrigins { reachability.register(origin) }
         logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
                                      "directory": config.dataDirectory])
+    }
+
+    /// A recovery event as the index takes it, made on recovery's reading threads.
+    private enum RecoveredRecord: Sendable {
+        case expect(Int)
+        case created(QueueIndex<OperationRecords>.Insertion, RecordLocation)
+        case updated(UUID, OperationState, RecordLocation)
+        case deleted(UUID)
+    }
+
+    /// What can be done to a record before it meets the index, in parallel: parsing and
+    /// hashing the key, and making an operation that was in flight when the process died
+    /// pending again (at-least-once: it is sent again).
+    private static func prepare(_ event: OperationLog.RecoveryEvent) -> RecoveredRecord {
+        switch event {
+        case .expect(let records):
+            return .expect(records)
+        case .created(let operation, let location):
+            return .created(QueueIndex.Insertion(operation, state: restarted(operation.state)), location)
+        case .updated(let id, let state, let location):
+            return .updated(id, restarted(state), location)
+        case .deleted(let id):
+            return .deleted(id)
+        }
+    }
+
+    private static func restarted(_ state: OperationState) -> OperationState {
+        guard state.status == .inProgress else { return state }
+        var state = state
+        state.status = .pending
+        return state
     }
 
     /// Room to reserve in the index for an estimated `records` at startup: never more than the

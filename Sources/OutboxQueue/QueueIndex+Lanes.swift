@@ -224,7 +224,7 @@ extension QueueIndex {
         }
         let slots = (0..<Int32(records.count))
         ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.hashValue })
+        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.tableHash })
         for slot in slots {
             let index = Int(slot)
             records[index].placement = .none

@@ -277,6 +277,9 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     var keys = SlotTable()
     var origins: [Origin] = []
     var originNumbers: [Origin: UInt32] = [:]
+    /// The origin `intern` found last: most inserts (all of a recovery's, with one upstream) go
+    /// to the origin of the one before, and comparing it costs less than hashing its host.
+    var lastOrigin: UInt32?
     var originLanes: [OriginLanes] = []
     var lanes: [Lane] = []
     /// Keyed lanes by name (default lanes are found through `originLanes`).
@@ -313,6 +316,9 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard records.isEmpty, count > 0 else { return }
         records.reserveCapacity(count)
         heapPositions.reserveCapacity(count)
+        // Before the first append touches the pages (see `HugePages`).
+        let bytes = records.capacity * MemoryLayout<Record>.stride
+        records.withUnsafeMutableBufferPointer { HugePages.advise(UnsafeMutableRawPointer($0.baseAddress), byteCount: bytes) }
         ids.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
         keys.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
     }
@@ -322,36 +328,90 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     public mutating func insert(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority,
                                 tag: String?, dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil,
                                 state: OperationState, locator: Locator) throws(QueueIndexError) {
-        guard slot(of: id) == nil else { throw .duplicateID(id) }
-        let key = IndexedKey(idempotencyKey)
-        guard slot(ofKey: key) == nil else { throw .duplicateKey(idempotencyKey) }
-        let laneNumber = intern(origin, orderingKey: orderingKey)
+        try insert(Insertion(id: id, origin: origin, idempotencyKey: idempotencyKey, priority: priority, tag: tag,
+                             dependsOn: dependsOn, createdAt: createdAt, orderingKey: orderingKey, state: state),
+                   locator: locator)
+    }
+
+    /// Adds `operation` in `state` (default: its own; the fields the index does not keep are
+    /// dropped).
+    public mutating func insert(_ operation: OperationSnapshot, state: OperationState? = nil, locator: Locator) throws(QueueIndexError) {
+        try insert(Insertion(operation, state: state ?? operation.state), locator: locator)
+    }
+
+    /// An operation made ready to insert away from the index, on any thread (recovery makes
+    /// them on its reading threads): its key parsed and both table hashes computed, the fields
+    /// the index does not keep dropped. Inserting it then only probes and stores.
+    public struct Insertion: Sendable {
+        public let id: UUID
+        let idHash: Int
+        let key: IndexedKey
+        let keyHash: Int
+        let origin: Origin
+        let priority: OperationPriority
+        let tag: String?
+        let dependsOn: UUID?
+        let createdAt: Int64
+        let orderingKey: String?
+        let state: OperationState
+
+        /// The operation's fields, as for `insert(id:origin:...)`.
+        public init(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority, tag: String?,
+                    dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: OperationState) {
+            self.id = id
+            idHash = QueueIndex.hash(id)
+            key = IndexedKey(idempotencyKey)
+            keyHash = key.tableHash
+            self.origin = origin
+            self.priority = priority
+            self.tag = tag
+            self.dependsOn = dependsOn
+            self.createdAt = createdAt
+            self.orderingKey = orderingKey
+            self.state = state
+        }
+
+        /// `operation` in `state`.
+        public init(_ operation: OperationSnapshot, state: OperationState) {
+            self.init(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
+                      priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
+                      createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state)
+        }
+    }
+
+    /// Adds a prepared operation (see `insert(id:origin:...)` for the order to keep).
+    public mutating func insert(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
+        let id = insertion.id, key = insertion.key
+        guard slot(of: id, hash: insertion.idHash) == nil else { throw .duplicateID(id) }
+        guard slot(ofKey: key, hash: insertion.keyHash) == nil else { throw .duplicateKey(key.string) }
+        let laneNumber = intern(insertion.origin, orderingKey: insertion.orderingKey)
         lanes[Int(laneNumber)].members += 1
         let slot = Int32(records.count)
-        records.append(Record(id: id, sequence: nextSequence, createdAt: createdAt, tag: tag, key: key,
-                              dependsOn: dependsOn, priority: priority, lane: laneNumber, locator: locator))
+        records.append(Record(id: id, sequence: nextSequence, createdAt: insertion.createdAt, tag: insertion.tag, key: key,
+                              dependsOn: insertion.dependsOn, priority: insertion.priority, lane: laneNumber, locator: locator))
         heapPositions.append(-1)
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
-        ids.insert(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.insert(slot, hash: key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
-        apply(state, to: slot)
-    }
-
-    /// Adds `operation` in its state (the fields the index does not keep are dropped).
-    public mutating func insert(_ operation: OperationSnapshot, locator: Locator) throws(QueueIndexError) {
-        try insert(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
-                   priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
-                   createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: operation.state,
-                   locator: locator)
+        ids.insert(slot, hash: insertion.idHash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.insert(slot, hash: insertion.keyHash, hashOf: { [records] in records[Int($0)].key.tableHash })
+        apply(insertion.state, to: slot)
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).
     public mutating func update(_ id: UUID, state: OperationState, locator: Locator? = nil) throws(QueueIndexError) {
-        guard let slot = slot(of: id) else { throw .unknownID(id) }
-        if let locator { records[Int(slot)].locator = locator }
+        guard update(id, state: state, relocate: { if let locator { $0 = locator } }) else { throw .unknownID(id) }
+    }
+
+    /// Records a new state for operation `id` and lets `relocate` change its locator in place,
+    /// with one lookup and no `Entry` built (recovery applies every `updated` record this
+    /// way). False when `id` is not indexed.
+    @discardableResult
+    public mutating func update(_ id: UUID, state: OperationState, relocate: (inout Locator) -> Void) -> Bool {
+        guard let slot = slot(of: id) else { return false }
+        relocate(&records[Int(slot)].locator)
         apply(state, to: slot)
+        return true
     }
 
     /// Removes operation `id` and returns what the index had; operations waiting for it go on
@@ -362,7 +422,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         let removed = entry(at: slot)
         setStatus(nil, of: slot)
         ids.remove(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.remove(slot, hash: records[Int(slot)].key.hashValue, hashOf: { [records] in records[Int($0)].key.hashValue })
+        keys.remove(slot, hash: records[Int(slot)].key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
         records[Int(slot)].tag = nil
         records[Int(slot)].lastError = nil
         records[Int(slot)].key = .text("")
@@ -436,22 +496,18 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             lastError: record.lastError, locator: record.locator)
     }
 
-    func slot(of id: UUID) -> Int32? {
-        ids.find(hash: Self.hash(id)) { records[Int($0)].id == id }
+    func slot(of id: UUID, hash: Int? = nil) -> Int32? {
+        ids.find(hash: hash ?? Self.hash(id)) { records[Int($0)].id == id }
     }
 
-    func slot(ofKey key: IndexedKey) -> Int32? {
-        keys.find(hash: key.hashValue) { records[Int($0)].key == key }
+    func slot(ofKey key: IndexedKey, hash: Int? = nil) -> Int32? {
+        keys.find(hash: hash ?? key.tableHash) { records[Int($0)].key == key }
     }
 
     /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are
     /// not random (tests, other versions) still spread over the buckets.
     static func hash(_ id: UUID) -> Int {
-        let (high, low) = withUnsafeBytes(of: id.uuid) { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
-        var z = high ^ (low &* 0x9E37_79B9_7F4A_7C15)
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int(truncatingIfNeeded: z ^ (z >> 31))
+        SlotTable.mix(id, seed: 0)
     }
 
     /// The number of the lane of `origin` and `orderingKey`, when it exists.
@@ -463,12 +519,16 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
 
     private mutating func intern(_ origin: Origin, orderingKey: String?) -> UInt32 {
         let originNumber: UInt32
-        if let known = originNumbers[origin] {
+        if let last = lastOrigin, origins[Int(last)] == origin {
+            originNumber = last
+        } else if let known = originNumbers[origin] {
             originNumber = known
+            lastOrigin = known
         } else {
             originNumber = UInt32(origins.count)
             origins.append(origin)
             originNumbers[origin] = originNumber
+            lastOrigin = originNumber
             originLanes.append(OriginLanes(defaultLane: newLane(origin: originNumber, orderingKey: nil)))
         }
         guard let orderingKey else { return originLanes[Int(originNumber)].defaultLane }

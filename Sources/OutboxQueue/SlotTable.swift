@@ -1,3 +1,5 @@
+import Foundation
+
 /// An open-addressing hash set of entry slots (linear probing, backward-shift deletion),
 /// holding only 4-byte slot numbers: the keys themselves live in the entries, so a lookup
 /// hashes the key, probes, and lets the caller compare the entry at each slot.
@@ -59,7 +61,11 @@ struct SlotTable: Sendable {
     mutating func rebuild(capacityFor wanted: Int, slots: some Sequence<Int32>, hashOf: (Int32) -> Int) {
         var capacity = 16
         while capacity < wanted * 2 { capacity <<= 1 }
-        buckets = Array(repeating: Self.empty, count: capacity)
+        buckets = Array(unsafeUninitializedCapacity: capacity) { storage, initialized in
+            HugePages.advise(UnsafeMutableRawPointer(storage.baseAddress), byteCount: capacity * MemoryLayout<Int32>.stride)
+            storage.initialize(repeating: Self.empty)
+            initialized = capacity
+        }
         count = 0
         for slot in slots {
             place(slot, hash: hashOf(slot))
@@ -69,6 +75,17 @@ struct SlotTable: Sendable {
 
     /// Bytes held by the bucket array.
     var footprint: Int { buckets.capacity * MemoryLayout<Int32>.stride }
+
+    /// A 128-bit UUID folded and mixed into a bucket hash (the splitmix64 finalizer): version-4
+    /// ids are random already, and the mix spreads ids that are not (tests, other versions).
+    /// `seed` keeps values a client chooses from being aimed at one bucket.
+    static func mix(_ id: UUID, seed: UInt64) -> Int {
+        let (high, low) = withUnsafeBytes(of: id.uuid) { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+        var z = (high ^ seed) ^ (low &* 0x9E37_79B9_7F4A_7C15)
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: z ^ (z >> 31))
+    }
 
     private mutating func place(_ slot: Int32, hash: Int) {
         var index = hash & mask

@@ -17,7 +17,7 @@ extension OperationLog {
 
     /// One record met by recovery, in log order (bodies not decoded; states without response
     /// or conflict bodies).
-    public enum RecoveryEvent {
+    public enum RecoveryEvent: Sendable {
         /// First, before any record: about how many records the segments hold (their bytes
         /// over the size of the first record), so the caller can reserve room once instead of
         /// growing a million-entry table step by step. An estimate, never a limit.
@@ -32,46 +32,62 @@ extension OperationLog {
     /// copy of the operations in memory (what keeps a restart with a million queued
     /// operations small). Without `requestFields`, the snapshots of `created` events have an
     /// empty method, target and fingerprint: an index that never keeps them is built faster.
+    ///
+    /// Segments are read and decoded on Dispatch worker threads, a few segments ahead, while
+    /// `visit` runs on the calling thread, always in log order: the events are exactly those
+    /// of reading one segment after another.
     public static func open(directory: String, options: Options = .init(), logger: Logger, requestFields: Bool = true,
                             visit: (RecoveryEvent) -> Void) throws(StorageError) -> OperationLog {
-        var origins = OriginTable()
-        return try open(directory: directory, options: options, logger: logger, expect: { visit(.expect(records: $0)) }) { type, payload, location in
-            let summary: RecordCodec.Summary
-            do {
-                summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins,
-                                                        requestFields: requestFields)
-            } catch {
-                // Not swallowed: the segment's scan counts it and logs `storage_records_skipped`
-                // (the payload may not even hold an id to name).
-                return false
-            }
-            switch summary {
-            case .created(var operation):
-                operation.state = RecoveryBuilder.withoutBodies(operation.state)
-                visit(.created(operation, location))
-            case .updated(let id, let state):
-                visit(.updated(id, RecoveryBuilder.withoutBodies(state), location))
-            case .deleted(let id):
-                visit(.deleted(id))
-            }
-            return true
-        }
+        try open(directory: directory, options: options, logger: logger, requestFields: requestFields,
+                 readers: recoveryReaders, prepare: { $0 }, visit: visit)
     }
 
-    private static func open(directory: String, options: Options, logger: Logger, expect: (Int) -> Void,
-                             apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> OperationLog {
+    /// Like ``open(directory:options:logger:requestFields:visit:)``, with a step of the
+    /// caller's own on the reading threads: `prepare` turns every event into what `visit`
+    /// needs (parsed, hashed, slimmed), in parallel, so that the calling thread, which builds
+    /// the index and is the one that makes a restart wait, does only what must be in order.
+    /// `prepare` may run on any thread; `visit` sees the prepared events in log order.
+    public static func open<Prepared: Sendable>(directory: String, options: Options = .init(), logger: Logger,
+                                                requestFields: Bool = true,
+                                                prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
+                                                visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
+        try open(directory: directory, options: options, logger: logger, requestFields: requestFields,
+                 readers: recoveryReaders, prepare: prepare, visit: visit)
+    }
+
+    /// Threads that read segments during recovery: one per core, at least two (one can wait on
+    /// the disk while the other decodes), at most four (the consumer, building the index on the
+    /// calling thread, is the bottleneck well before that).
+    static var recoveryReaders: Int { max(2, min(ProcessInfo.processInfo.activeProcessorCount, 4)) }
+
+    /// Recovery with `readers` reading threads (1: one segment after another, as a reference).
+    static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, requestFields: Bool, readers: Int,
+                                         prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
+                                         visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
-        expect(estimatedRecords(names, in: directory))
+        visit(prepare(.expect(records: estimatedRecords(names, in: directory))))
         var files: [UInt32: SegmentFile] = [:]
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
-        for name in names {
-            guard let (file, end) = try recoverSegment(name, in: directory, apply: apply, logger: logger) else { continue }
-            files[name.segment] = file
-            diskBytes += Int(end)
-            last = (file, end)
-        }
+        try SegmentPipeline<Prepared, (SegmentFile, Int64)?>.run(
+            count: names.count, workers: readers,
+            work: { (index, emit) throws(StorageError) in
+                var origins = OriginTable()
+                return try recoverSegment(names[index], in: directory, logger: logger) { type, payload, location in
+                    guard let event = recoveryEvent(type: type, payload: payload, location: location, origins: &origins,
+                                                    requestFields: requestFields) else { return false }
+                    emit(prepare(event))
+                    return true
+                }
+            },
+            consume: visit,
+            finish: { segment in
+                guard let (file, end) = segment else { return }
+                files[file.name.segment] = file
+                diskBytes += Int(end)
+                last = (file, end)
+            })
         let cursor: WriterCursor
         if let last {
             cursor = WriterCursor(file: last.file, end: last.end, nextSegment: last.file.name.segment + 1)
@@ -83,6 +99,29 @@ extension OperationLog {
         }
         return OperationLog(directory: directory, options: options, logger: logger, files: files,
                             cursor: cursor, diskBytes: diskBytes)
+    }
+
+    /// The event of one checksummed record, or nil when its payload does not parse (not
+    /// swallowed: the segment's scan counts it and logs `storage_records_skipped`; the payload
+    /// may not even hold an id to name).
+    private static func recoveryEvent(type: UInt8, payload: UnsafeRawBufferPointer, location: RecordLocation,
+                                      origins: inout OriginTable, requestFields: Bool) -> RecoveryEvent? {
+        let summary: RecordCodec.Summary
+        do {
+            summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins,
+                                                    requestFields: requestFields)
+        } catch {
+            return nil
+        }
+        switch summary {
+        case .created(var operation):
+            operation.state = RecoveryBuilder.withoutBodies(operation.state)
+            return .created(operation, location)
+        case .updated(let id, let state):
+            return .updated(id, RecoveryBuilder.withoutBodies(state), location)
+        case .deleted(let id):
+            return .deleted(id)
+        }
     }
 
     /// The segments' data bytes over the length of the first segment's first record: exact for
@@ -154,12 +193,11 @@ extension OperationLog {
         return newest.values.sorted()
     }
 
-    /// Scans one segment into `builder` and cuts it after its last valid record. Returns the
+    /// Scans one segment, handing each record to `apply` (false: it did not parse), and cuts it after its last valid record. Returns the
     /// open file and where its data ends, or nil when the file is not a segment of ours (it is
     /// then renamed to `*.corrupt` and left for a human).
-    private static func recoverSegment(_ name: SegmentName, in directory: String,
-                                       apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool,
-                                       logger: Logger) throws(StorageError) -> (SegmentFile, Int64)? {
+    private static func recoverSegment(_ name: SegmentName, in directory: String, logger: Logger,
+                                       apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> (SegmentFile, Int64)? {
         let path = directory + "/" + name.fileName
         let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw storageError(errno, "open \(path)") }

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Restart with a million queued operations: time from exec to the "listening" line, the CPU
+# the process spent until then, and its memory, over RUNS restarts of the same data.
+#
+#   Benchmarks/restart.sh                          # build (release), 5 restarts
+#   RUNS=9 OUTBOX_BIN=/path/to/outbox Benchmarks/restart.sh
+#   OUTBOX_BIN=new OUTBOX_BASELINE_BIN=old Benchmarks/restart.sh   # interleaved: old new old new ...
+#   OPS=200000 DATA=/tmp/restart-200k Benchmarks/restart.sh
+#
+# The data (OPS queued 1 KiB POSTs, upstream down, then kill -9) is built once into DATA
+# (default /work/bench/restart-1m-data, else $TMPDIR) and reused while it exists: filling it
+# takes a minute or more. Each restart runs on a copy that hard-links the sealed segments and
+# copies only the newest one, the only file a restart writes to (the replayer's failed attempt
+# on the down upstream appends there); no segment is compacted in the second before it is
+# killed. The script checks after every run that the cached files are unchanged in size.
+#
+# Loopback only; every process started here is stopped on exit; copies live in a temp dir.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+RUNS=${RUNS:-5}
+OPS=${OPS:-1000000}
+CONNS=${CONNS:-64}
+if [[ -z ${DATA:-} ]]; then
+  if [[ -d /work/bench ]]; then DATA=/work/bench/restart-1m-data; else DATA=${TMPDIR:-/tmp}/outbox-restart-1m-data; fi
+fi
+BASE_PORT=${BASE_PORT:-19200}
+OBX_PORT=$BASE_PORT DOWN_PORT=$((BASE_PORT + 1))  # nothing listens on DOWN_PORT: the upstream is down
+START_TIMEOUT=${START_TIMEOUT:-60}
+RUN=$(mktemp -d /tmp/restartbench.XXXXXX)
+OBX_PID=
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+cleanup() {
+  if [[ -n $OBX_PID ]]; then kill -9 "$OBX_PID" 2>/dev/null || true; wait "$OBX_PID" 2>/dev/null || true; fi
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS=$RUNS is not a positive number"
+[[ $OPS =~ ^[1-9][0-9]*$ ]] || die "OPS=$OPS is not a positive number"
+for tool in wrk curl python3; do command -v "$tool" >/dev/null || die "needs $tool"; done
+for port in $OBX_PORT $DOWN_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "port $port is in use (BASE_PORT moves it)"; fi
+done
+
+if [[ -n ${OUTBOX_BIN:-} ]]; then
+  [[ -x $OUTBOX_BIN ]] || die "OUTBOX_BIN=$OUTBOX_BIN is not an executable file"
+else
+  log "building outbox (release)"
+  (cd "$ROOT" && swift build -c release --product outbox >/dev/null)
+  OUTBOX_BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+fi
+BINS=("$OUTBOX_BIN")
+NAMES=(outbox)
+if [[ -n ${OUTBOX_BASELINE_BIN:-} ]]; then
+  [[ -x $OUTBOX_BASELINE_BIN ]] || die "OUTBOX_BASELINE_BIN=$OUTBOX_BASELINE_BIN is not an executable file"
+  BINS=("$OUTBOX_BASELINE_BIN" "$OUTBOX_BIN")
+  NAMES=(baseline outbox)
+fi
+
+start_outbox() {  # binary, data dir; sets OBX_PID, STARTED (s to the listening line), CPU (s of utime+stime then)
+  local t0 t1 i
+  t0=$(date +%s%N)
+  "$1" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$DOWN_PORT" --data-dir "$2" \
+    --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &
+  OBX_PID=$!
+  while ! grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null; do
+    kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; die "outbox exited before listening"; }
+    (($(date +%s%N) - t0 < START_TIMEOUT * 1000000000)) || { cat "$RUN/outbox.err" >&2; die "outbox not listening after ${START_TIMEOUT}s"; }
+    sleep 0.002
+  done
+  t1=$(date +%s%N)
+  # Fields 14 and 15 of /proc/PID/stat (utime, stime) in clock ticks; the name in field 2 has no spaces.
+  CPU=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$OBX_PID/stat")
+  STARTED=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
+}
+
+stop_outbox() {  # kill -9, as a crash would
+  kill -9 "$OBX_PID" 2>/dev/null || true
+  wait "$OBX_PID" 2>/dev/null || true
+  OBX_PID=
+}
+
+pending() {
+  curl -sf "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; print(json.load(sys.stdin)['counts']['pending'])"
+}
+
+rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+
+sizes() { (cd "$DATA" && find . -type f -printf '%p %s\n' | sort); }
+
+# ---- the data, once
+if [[ ! -f $DATA/.complete ]]; then
+  log "filling $DATA with $OPS queued 1 KiB operations (once; later runs reuse it)"
+  rm -rf "$DATA"
+  mkdir -p "$(dirname "$DATA")"
+  start_outbox "${BINS[0]}" "$DATA"
+  while (($(pending) < OPS)); do
+    wrk -t2 -c"$CONNS" -d5s -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
+  done
+  log "$(pending) queued; kill -9, then one restart to cut the torn tail"
+  stop_outbox
+  start_outbox "${BINS[0]}" "$DATA"
+  stop_outbox
+  touch "$DATA/.complete"
+fi
+sizes >"$RUN/sizes.before"
+SEGMENT_MB=$(find "$DATA" -name '*.log' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s / 1048576}')
+
+copy_data() {  # into $1: sealed segments hard-linked, the newest segment copied
+  local newest f
+  mkdir -m 0700 "$1"
+  newest=$(cd "$DATA" && find . -maxdepth 1 -name '*.log' -printf '%f\n' | sort | tail -1)
+  for f in "$DATA"/*; do
+    [[ $(basename "$f") == "$newest" ]] && continue
+    ln "$f" "$1/"
+  done
+  cp -p "$DATA/$newest" "$1/"
+}
+
+# ---- restarts
+log "restarting ${#BINS[@]} binary(ies) $RUNS times each on $DATA ($SEGMENT_MB MB of segments)"
+declare -A TIMES CPUS RSS HWM
+for ((r = 1; r <= RUNS; r++)); do
+  for b in "${!BINS[@]}"; do
+    copy_data "$RUN/data"
+    start_outbox "${BINS[$b]}" "$RUN/data"
+    rss=$(rss_mb "$OBX_PID" VmRSS) hwm=$(rss_mb "$OBX_PID" VmHWM)
+    stop_outbox
+    rm -rf "$RUN/data"
+    sizes | cmp -s - "$RUN/sizes.before" || die "the cached data in $DATA changed during run $r: delete it and run again"
+    printf '%-8s run %d: listening after %ss, cpu %ss, RSS %s MB, peak %s MB\n' "${NAMES[$b]}" "$r" "$STARTED" "$CPU" "$rss" "$hwm"
+    TIMES[$b]+="$STARTED " CPUS[$b]+="$CPU " RSS[$b]+="$rss " HWM[$b]+="$hwm "
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+echo
+echo "# restart benchmark, $(date -u +%FT%TZ), $(nproc) CPUs, $(grep -c . <<<"$(cd "$DATA" && ls ./*.log)") segments, $SEGMENT_MB MB, $RUNS runs"
+for b in "${!BINS[@]}"; do
+  printf '%-8s median: listening after %ss, cpu %ss, RSS %s MB, peak %s MB  (%s)\n' "${NAMES[$b]}" \
+    "$(median <<<"${TIMES[$b]}")" "$(median <<<"${CPUS[$b]}")" "$(median <<<"${RSS[$b]}")" "$(median <<<"${HWM[$b]}")" "${BINS[$b]}"
+done
