@@ -44,7 +44,7 @@ extension WallClock {
 
     /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
     /// `civil_from_days`: eras of 400 years, each exactly 146 097 days long).
-    static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int, day: Int) {
+    package static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int, day: Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let dayOfEra = z - era * 146_097

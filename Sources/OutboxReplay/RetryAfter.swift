@@ -74,7 +74,7 @@ public enum RetryAfter {
         guard date.count == 3, date[0].count == 2, let day = number(date[0]),
               let month = monthNames.firstIndex(of: String(date[1])),
               date[2].count == 2, let yy = number(date[2]) else { return nil }
-        let currentYear = Int(floorDivide(nowMilliseconds / 1000, 86_400)).yearFromDays
+        let currentYear = Int(WallClock.civilDate(daysSince1970: floorDivide(nowMilliseconds / 1000, 86_400)).year)
         var year = currentYear - currentYear % 100 + yy
         if year > currentYear + 50 { year -= 100 }
         return civilSeconds(year: year, month: month + 1, day: day, time: parts[2])
@@ -131,19 +131,5 @@ public enum RetryAfter {
 
     private static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
         a >= 0 ? a / b : (a - b + 1) / b
-    }
-}
-
-private extension Int {
-    /// The Gregorian year of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
-    var yearFromDays: Int {
-        let z = self + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
     }
 }
