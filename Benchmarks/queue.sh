@@ -71,6 +71,9 @@ mkdir -p "$RUN/accept-202-body"
 
 start_outbox() {  # data dir; sets OBX_PID and STARTED (seconds until the listening line)
   local t0 i
+  # Emptied here, not by the child's redirection: a look before the child opens the file would
+  # find the previous run's listening line.
+  : >"$RUN/outbox.err"
   t0=$(date +%s.%N)
   "$BIN" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$UP_PORT" --data-dir "$1" \
     --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &

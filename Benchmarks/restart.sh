@@ -64,6 +64,9 @@ fi
 
 start_outbox() {  # binary, data dir; sets OBX_PID, STARTED (s to the listening line), CPU (s of utime+stime then)
   local t0 t1 i
+  # Emptied here, not by the child's redirection: a look before the child opens the file would
+  # find the previous run's listening line.
+  : >"$RUN/outbox.err"
   t0=$(date +%s%N)
   "$1" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$DOWN_PORT" --data-dir "$2" \
     --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &
