@@ -2,8 +2,8 @@
 # What an /admin/events listener costs forwarding: wrk GET and POST 1 KiB through Outbox into
 # a local nginx, with writes being queued for a down origin in the background (RATE per second,
 # each announced as events), once without and once with a listener on /admin/events, the two
-# interleaved, median of REPS. Prints req/s and Outbox's CPU µs per forwarded request per arm,
-# the listener's events/s, and the with/without ratios.
+# interleaved (their order swapped every repetition), median of REPS. Prints req/s and Outbox's
+# CPU µs per forwarded request per arm, the listener's events/s, and the with/without ratios.
 #
 #   Benchmarks/events.sh                          # build outbox (release), ~3 min
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/events.sh
@@ -66,7 +66,11 @@ HZ=$(getconf CLK_TCK)
 
 echo "arm method rep req_s cpu_us events_s" >"$RUN/results"
 for ((rep = 1; rep <= REPS; rep++)); do
-  for arm in without with; do
+  # The arms swap places every repetition, so a drift of the machine over a repetition (or the
+  # queue growing) does not always favour the same arm.
+  arms=(without with)
+  ((rep % 2 == 0)) && arms=(with without)
+  for arm in "${arms[@]}"; do
     for method in GET POST; do
       script=()
       [[ $method == POST ]] && script=(-s "$HERE/post-1k.lua")
