@@ -10,12 +10,14 @@ import Testing
 
 /// The replayer's bound on one origin's concurrent attempts, driven by a source that names
 /// lanes and a transport that holds every send until the test lets it answer.
-@Suite("Replayer: concurrent lanes")
+@Suite("Replayer: concurrent lanes", .timeLimit(.minutes(2)))
 struct ReplayerLaneTests {
     /// Operations in creation order, each in a lane (its body's first letter): the next work
     /// is the oldest pending operation whose lane has nothing in progress.
     final class LaneSource: ReplaySource, Sendable {
         let operations: Mutex<[(request: OperationRequest, state: OperationState)]>
+
+        let waiters = ConditionWaiters()
 
         init(_ requests: [OperationRequest]) {
             operations = Mutex(requests.map { ($0, OperationState()) })
@@ -40,6 +42,7 @@ struct ReplayerLaneTests {
                 if let index = list.firstIndex(where: { $0.request.id == id }) { list[index].state = state }
             }
             written()
+            waiters.changed()
         }
 
         var originsWithWork: [Origin] { [ReplayerTests.origin] }
@@ -134,8 +137,7 @@ struct ReplayerLaneTests {
         for lane in ["a", "b", "c"] {
             #expect(sent.filter { $0.hasPrefix(lane) } == bodies.filter { $0.hasPrefix(lane) }, "lane \(lane): \(sent)")
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !source.allCompleted && ContinuousClock.now < deadline { await Task.yield() }
+        await source.waiters.waitUntil { source.allCompleted }
         #expect(source.allCompleted)
     }
 }

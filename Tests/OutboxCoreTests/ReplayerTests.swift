@@ -27,41 +27,11 @@ struct ReplayerTests {
         /// until the test gives them: a log whose syncs lag behind the lane.
         let heldWrites = Mutex<[(state: OperationState, written: @Sendable () -> Void)]>([])
         let holdsWrites: Bool
-
-        /// Tasks waiting in `waitUntil`, each with its condition; looked at after every record.
-        private let waiters = Mutex<[(condition: @Sendable () -> Bool, resume: CheckedContinuation<Void, Never>)]>([])
+        let waiters = ConditionWaiters()
 
         init(_ requests: [OperationRequest], holdsWrites: Bool = false) {
             operations = Mutex(requests.map { Stored(request: $0) })
             self.holdsWrites = holdsWrites
-        }
-
-        /// Returns once `condition` holds: at once, or after the record that makes it true.
-        /// (The test's time limit bounds a wait for a record that never comes.)
-        func waitUntil(_ condition: @escaping @Sendable () -> Bool) async {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // The condition is checked under the waiters' lock, so a record made after this
-                // check finds the waiter in the list.
-                let holds = waiters.withLock { list -> Bool in
-                    if condition() { return true }
-                    list.append((condition, continuation))
-                    return false
-                }
-                if holds { continuation.resume() }
-            }
-        }
-
-        private func resumeSatisfiedWaiters() {
-            let ready = waiters.withLock { list -> [CheckedContinuation<Void, Never>] in
-                var ready: [CheckedContinuation<Void, Never>] = []
-                list.removeAll { waiter in
-                    guard waiter.condition() else { return false }
-                    ready.append(waiter.resume)
-                    return true
-                }
-                return ready
-            }
-            for continuation in ready { continuation.resume() }
         }
 
         func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
@@ -81,7 +51,7 @@ struct ReplayerTests {
             }
             recorded.withLock { $0.append((id, state)) }
             if holdsWrites { heldWrites.withLock { $0.append((state, written)) } } else { written() }
-            resumeSatisfiedWaiters()
+            waiters.changed()
         }
 
         var originsWithWork: [Origin] { [ReplayerTests.origin] }
@@ -145,7 +115,7 @@ struct ReplayerTests {
         #expect(transport.sent.withLock { $0.count } == 2)
 
         clock.advance(by: 2000)
-        await source.waitUntil { source.state(operation.id)?.status == .completed }
+        await source.waiters.waitUntil { source.state(operation.id)?.status == .completed }
         let final = try #require(source.state(operation.id))
         #expect(final.status == .completed)
         #expect(final.retryCount == 2)
@@ -163,7 +133,7 @@ struct ReplayerTests {
         let replayer = Self.replayer(source: source, transport: transport, clock: clock, retry: OutboxConfig.Retry())
 
         await replayer.kick(Self.origin)
-        await source.waitUntil { source.state(second.id)?.status == .completed }
+        await source.waiters.waitUntil { source.state(second.id)?.status == .completed }
         #expect(source.state(first.id)?.status == .failed)
         #expect(source.state(first.id)?.retryCount == 0)
         #expect(source.state(second.id)?.status == .completed)
