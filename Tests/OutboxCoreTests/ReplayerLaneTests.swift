@@ -88,10 +88,27 @@ struct ReplayerLaneTests {
             continuation.finish()
         }
 
+        /// A bound on a whole exchange: a replayer that stops sending ends the stream after
+        /// 30 s, and the test's checks fail instead of it hanging. Cancel it when done.
+        func endsAfterThirtySeconds() -> Task<Void, any Error> {
+            Task {
+                try await Task.sleep(for: .seconds(30))
+                finish()
+            }
+        }
+
         func answer(_ body: String) {
             answered.withLock { _ = $0.insert(body) }
             held.withLock { $0.removeValue(forKey: body) }?.resume()
         }
+    }
+
+    /// A replayer of `source` through `transport` on `clock`, with two lanes at a time.
+    static func twoSlotReplayer(_ source: ReplaySource, _ transport: HeldTransport, _ clock: ManualReplayClock) -> Replayer {
+        Replayer(source: source, client: transport,
+                 reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),
+                 policy: RetryPolicy(OutboxConfig.Retry()), unavailableStatuses: [], ttlSeconds: 3600,
+                 logger: Logger(level: .error, sink: { _ in }), clock: clock, maxConcurrentPerOrigin: 2)
     }
 
     @Test func lanesOfOneOriginRunSideBySideUpToTheBound_EachLaneOneAtATimeInOrder() async throws {
@@ -101,18 +118,8 @@ struct ReplayerLaneTests {
             ReplayerTests.request($1, createdAt: clock.nowMilliseconds + Int64($0))
         })
         let transport = HeldTransport()
-        let replayer = Replayer(source: source, client: transport,
-                                reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),
-                                policy: RetryPolicy(OutboxConfig.Retry()), unavailableStatuses: [], ttlSeconds: 3600,
-                                logger: Logger(level: .error, sink: { _ in }), clock: clock,
-                                maxConcurrentPerOrigin: 2)
-
-        // A bound on the whole exchange: a replayer that stops sending ends the stream, and
-        // the checks below fail instead of the test hanging.
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            transport.finish()
-        }
+        let replayer = Self.twoSlotReplayer(source, transport, clock)
+        let watchdog = transport.endsAfterThirtySeconds()
         defer { watchdog.cancel() }
         await replayer.kick(ReplayerTests.origin)
         var sent: [String] = []

@@ -47,16 +47,9 @@ struct ReplayerWakeTests {
         // a1, a2 in lane a; b1 in lane b, which may go only once a1 completed.
         let source = GatedSource([a1, a2, b1], gated: b1.id, behind: a1.id)
         let transport = ReplayerLaneTests.HeldTransport()
-        let replayer = Replayer(source: source, client: transport,
-                                reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),
-                                policy: RetryPolicy(OutboxConfig.Retry()), unavailableStatuses: [], ttlSeconds: 3600,
-                                logger: Logger(level: .error, sink: { _ in }), clock: clock,
-                                maxConcurrentPerOrigin: 2)
+        let replayer = ReplayerLaneTests.twoSlotReplayer(source, transport, clock)
         // A replayer that never starts b1 beside a2 ends the stream here, and the checks fail.
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            transport.finish()
-        }
+        let watchdog = transport.endsAfterThirtySeconds()
         defer { watchdog.cancel() }
         await replayer.kick(ReplayerTests.origin)
         var events = transport.events.makeAsyncIterator()
