@@ -10,7 +10,7 @@ import Testing
 /// The lane against a log whose confirmations the test gives one by one: what a `kill -9` would
 /// send again at any instant (the operation in flight plus the outcomes not yet written) stays
 /// within the contract's bound, and the lane goes on as each outcome is written.
-@Suite("Replayer: bounded redelivery")
+@Suite("Replayer: bounded redelivery", .timeLimit(.minutes(2)))
 struct ReplayerOutcomeWindowTests {
     /// Answers 200 and notes, at each send, how many outcomes the source holds unwritten.
     final class SamplingTransport: ReplayTransport, Sendable {
@@ -53,12 +53,12 @@ struct ReplayerOutcomeWindowTests {
         for written in 0..<count {
             // The lane runs until the window is full (or the queue is empty), then waits.
             let full = min(OutcomeWindow.redeliveryBound, count - written)
-            await OutcomeWindowTests.eventually { Self.heldOutcomes(source) >= full }
+            await source.waiters.waitUntil { Self.heldOutcomes(source) >= full }
             try #require(Self.heldOutcomes(source) == full,
                          "after \(written) outcomes written: \(Self.heldOutcomes(source)) unwritten, the window holds \(full)")
             Self.writeOldestOutcome(source)
         }
-        await OutcomeWindowTests.eventually { operations.allSatisfy { source.state($0.id)?.status == .completed } }
+        await source.waiters.waitUntil { operations.allSatisfy { source.state($0.id)?.status == .completed } }
 
         #expect(operations.allSatisfy { source.state($0.id)?.status == .completed })
         let samples = transport.unwrittenAtSend.withLock { $0 }
