@@ -43,7 +43,9 @@ public final class OutboxQueue: Sendable {
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
-        let log = try OperationLog.open(directory: config.dataDirectory, logger: logger, requestFields: false,
+        var options = OperationLog.Options()
+        options.counters = metrics.groupCommit
+        let log = try OperationLog.open(directory: config.dataDirectory, options: options, logger: logger, requestFields: false,
                                         prepare: Self.prepare) { event in
             switch event {
             case .expect(let records):

@@ -8,10 +8,12 @@ import Synchronization
 /// The durable queue's storage engine: an append-only, segmented log of checksummed records
 /// in the data directory (format in `docs/storage.md`), with group commit.
 ///
-/// Appends are framed on the caller's thread and handed to one writer thread, which takes
-/// every record queued meanwhile, writes them with one `pwrite` and makes them durable with one
-/// `fdatasync`; completions run after that sync. Batching needs no timer: records pile up
-/// while the previous sync runs. Readers `pread` sealed and active segments concurrently.
+/// Appends are framed on the caller's thread and copied into a shared buffer; one writer
+/// thread takes the whole buffer (the callers go on filling the other one), writes it with one
+/// `pwrite` and makes it durable with one `fdatasync`, then hands the batch to a completion
+/// thread and starts on what piled up meanwhile. So the disk never waits for completions to
+/// run, and batching needs no timer: records pile up while the previous sync runs. Readers
+/// `pread` sealed and active segments concurrently.
 public final class OperationLog: Sendable {
     /// Tuning and test seams.
     public struct Options: Sendable {
@@ -25,6 +27,8 @@ public final class OperationLog: Sendable {
         public var compactionLiveRatio: Double
         /// The write and sync calls of the append path (tests inject failures here).
         public var io: SegmentIO
+        /// Where group commit counts its batches and their timing (`/admin/metrics`), if anywhere.
+        package var counters: GroupCommitCounters?
 
         /// Defaults: 64 MiB segments, batches of up to 1024 records, rewrite at ≤ 50 % live.
         public init(segmentBytes: Int = 64 << 20, maxBatchRecords: Int = 1024,
@@ -41,7 +45,9 @@ public final class OperationLog: Sendable {
     let logger: Logger
     private let appends = Mutex(AppendQueue())
     private let wakeWriter = DispatchSemaphore(value: 0)
-    private let writerStopped = DispatchSemaphore(value: 0)
+    private let synced = Mutex(SyncedQueue())
+    private let wakeCompleter = DispatchSemaphore(value: 0)
+    private let completerStopped = DispatchSemaphore(value: 0)
     /// Every segment readable now, by number; the writer adds to it, compaction swaps and removes.
     let segments: Mutex<SegmentTable>
     let diskByteCount: Atomic<Int>
@@ -50,13 +56,14 @@ public final class OperationLog: Sendable {
 
     struct SegmentTable: Sendable {
         var files: [UInt32: SegmentFile]
-        /// Segments below this number are sealed: only compaction changes them.
+        /// Segments below this number are sealed and every completion of their records has run
+        /// (so whoever indexes records knows them all): only compaction changes them.
         var active: UInt32
         var isOpen = true
     }
 
     private struct PendingAppend: Sendable {
-        var frame: [UInt8]
+        var length: Int
         var completion: @Sendable (Result<RecordLocation, StorageError>) -> Void
     }
 
@@ -68,10 +75,33 @@ public final class OperationLog: Sendable {
     }
 
     private struct AppendQueue: Sendable {
+        /// The frames of `pending`, back to back. The writer swaps the whole buffer for its
+        /// empty one, so no copy happens on its thread and appends made during a sync go into
+        /// the next batch at once.
+        var bytes: [UInt8] = []
         var pending: [PendingAppend] = []
+        /// When the oldest of `pending` was appended (monotonic ns).
+        var oldestAppendedAt: UInt64 = 0
         var writerWaiting = false
         var state = Lifecycle.open
         var closeRequested = false
+    }
+
+    /// A batch the writer is done with: where its records went (segment, generation and the
+    /// offset of the first), or why none of them is stored.
+    private struct SyncedBatch: Sendable {
+        var appends: [PendingAppend]
+        var outcome: Result<(segment: UInt32, generation: UInt32, start: Int64), StorageError>
+        /// When its sync returned (monotonic ns).
+        var syncedAt: UInt64 = 0
+    }
+
+    /// The writer's finished batches, in log order, for the completion thread.
+    private struct SyncedQueue: Sendable {
+        var batches: [SyncedBatch] = []
+        var completerWaiting = false
+        /// The writer has stopped: what is here is the last.
+        var writerStopped = false
     }
 
     /// What only the writer thread touches: the active segment and where its data ends.
@@ -88,15 +118,39 @@ public final class OperationLog: Sendable {
         self.logger = logger
         segments = Mutex(SegmentTable(files: files, active: cursor.file.name.segment))
         diskByteCount = Atomic(diskBytes)
-        let thread = Thread { [self] in self.runWriter(cursor) }
-        thread.name = "outbox-log-writer"
+        Self.startThread("outbox-log-sync") { [self] in self.runWriter(cursor) }
+        Self.startThread("outbox-log-done") { [self] in self.runCompleter() }
+    }
+
+    private static func startThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            nameForTheKernel(name)
+            body()
+        }
+        thread.name = name
         thread.start()
+    }
+
+    static func monotonicNanos() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// Names the calling thread for `top -H`, `pidstat -t` and `perf --sort comm` (Foundation's
+    /// name is not the kernel's). Cosmetic: a failure changes nothing else.
+    private static func nameForTheKernel(_ name: String) {
+        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        var text = name
+        _ = text.withUTF8 { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Group commit: the record is written by the writer thread together with every other
     /// record appended meanwhile, then ONE `fdatasync` covers the batch; `completion` runs (on
-    /// the writer thread) only after that `fdatasync` returned, or with an error (disk full →
-    /// `.full`; after `close()` → `.closed`, then on the caller's thread).
+    /// the completion thread, in log order) only after that `fdatasync` returned, or with an
+    /// error (disk full → `.full`; after `close()` → `.closed`, then on the caller's thread).
     public func append(_ record: LogRecord, completion: @escaping @Sendable (Result<RecordLocation, StorageError>) -> Void) {
         let frame = RecordCodec.encode(record)
         guard frame.count - RecordFrame.headerSize <= RecordFrame.maxLength else {
@@ -106,7 +160,9 @@ public final class OperationLog: Sendable {
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
-                queue.pending.append(PendingAppend(frame: frame, completion: completion))
+                if queue.pending.isEmpty { queue.oldestAppendedAt = Self.monotonicNanos() }
+                queue.bytes.append(contentsOf: frame)
+                queue.pending.append(PendingAppend(length: frame.count, completion: completion))
                 let wake = queue.writerWaiting
                 queue.writerWaiting = false
                 return (wake, nil)
@@ -170,8 +226,9 @@ public final class OperationLog: Sendable {
     /// Bytes of all segment files.
     public var diskBytes: Int { diskByteCount.load(ordering: .relaxed) }
 
-    /// Flushes and syncs what is pending (completing those appends), stops the writer thread
-    /// and closes the files (SIGTERM path). Later appends and reads fail with `.closed`.
+    /// Flushes and syncs what is pending (completing those appends), stops the writer and
+    /// completion threads and closes the files (SIGTERM path). Later appends and reads fail
+    /// with `.closed`.
     public func close() {
         let join = appends.withLock { queue -> Bool in
             guard !queue.closeRequested else { return false }
@@ -181,7 +238,7 @@ public final class OperationLog: Sendable {
         }
         guard join else { return }
         wakeWriter.signal()
-        writerStopped.wait()
+        completerStopped.wait()
         let files = segments.withLock { table in
             table.isOpen = false
             defer { table.files = [:] }
@@ -194,20 +251,22 @@ public final class OperationLog: Sendable {
     // MARK: writer thread
 
     private enum WriterStep {
-        case write([PendingAppend])
+        case write([PendingAppend], oldestAppendedAt: UInt64)
         case wait
         case stop([PendingAppend], StorageError)
     }
 
     private func runWriter(_ start: WriterCursor) {
         var cursor = start
-        var scratch: [UInt8] = []
-        scratch.reserveCapacity(1 << 20)
+        // The batch's bytes: swapped for the callers' buffer, which gets this one's capacity
+        // back empty, so the two buffers take turns without a copy or an allocation.
+        var batchBytes: [UInt8] = []
+        batchBytes.reserveCapacity(1 << 20)
         while true {
             let step = appends.withLock { queue -> WriterStep in
                 switch queue.state {
                 case .failed(let reason):
-                    defer { queue.pending = [] }
+                    defer { queue.pending = []; queue.bytes = [] }
                     return .stop(queue.pending, .io(reason))
                 case .open, .closing, .closed:
                     break
@@ -220,58 +279,70 @@ public final class OperationLog: Sendable {
                     queue.writerWaiting = true
                     return .wait
                 }
-                if queue.pending.count <= options.maxBatchRecords {
-                    defer { queue.pending = [] }
-                    return .write(queue.pending)
-                }
-                let batch = Array(queue.pending.prefix(options.maxBatchRecords))
-                queue.pending.removeFirst(options.maxBatchRecords)
-                return .write(batch)
+                let oldest = queue.oldestAppendedAt
+                let batch = takeBatch(&queue, into: &batchBytes)
+                return .write(batch, oldestAppendedAt: oldest)
             }
             switch step {
             case .wait:
                 wakeWriter.wait()
-            case .write(let batch):
-                commit(batch, cursor: &cursor, scratch: &scratch)
+            case .write(let batch, let oldestAppendedAt):
+                let started = Self.monotonicNanos()
+                let outcome = commit(batchBytes, records: batch.count, cursor: &cursor)
+                let syncedAt = Self.monotonicNanos()
+                options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
+                                         sync: Int(syncedAt &- started))
+                batchBytes.removeAll(keepingCapacity: true)
+                handOver(SyncedBatch(appends: batch, outcome: outcome, syncedAt: syncedAt), last: false)
             case .stop(let rejected, let error):
-                for append in rejected { append.completion(.failure(error)) }
-                writerStopped.signal()
+                handOver(SyncedBatch(appends: rejected, outcome: .failure(error)), last: true)
                 return
             }
         }
     }
 
-    private func commit(_ batch: [PendingAppend], cursor: inout WriterCursor, scratch: inout [UInt8]) {
-        var total = 0
-        for append in batch { total += append.frame.count }
+    /// Takes the oldest `maxBatchRecords` records out of `queue`, their frames into `bytes`
+    /// (empty on entry): all of them almost always, by swapping the buffers.
+    private func takeBatch(_ queue: inout AppendQueue, into bytes: inout [UInt8]) -> [PendingAppend] {
+        if queue.pending.count <= options.maxBatchRecords {
+            let taken = queue.pending
+            queue.pending = []
+            queue.pending.reserveCapacity(taken.count)
+            swap(&queue.bytes, &bytes)
+            return taken
+        }
+        let taken = Array(queue.pending.prefix(options.maxBatchRecords))
+        queue.pending.removeFirst(options.maxBatchRecords)
+        let cut = taken.reduce(0) { $0 + $1.length }
+        bytes.append(contentsOf: queue.bytes[..<cut])
+        queue.bytes.removeFirst(cut)
+        // The rest waited since then at most; close enough for a counter.
+        queue.oldestAppendedAt = Self.monotonicNanos()
+        return taken
+    }
+
+    /// Writes and syncs one batch at the end of the active segment (a new one when it would
+    /// outgrow the segment size); returns where its first record went.
+    private func commit(_ bytes: [UInt8], records: Int,
+                        cursor: inout WriterCursor) -> Result<(segment: UInt32, generation: UInt32, start: Int64), StorageError> {
+        let total = bytes.count
         if cursor.end > Int64(SegmentHeader.size), cursor.end + Int64(total) > Int64(options.segmentBytes) {
             do throws(StorageError) {
                 try rotate(&cursor)
             } catch {
-                for append in batch { append.completion(.failure(error)) }
-                return
+                return .failure(error)
             }
         }
-        scratch.removeAll(keepingCapacity: true)
-        var locations: [RecordLocation] = []
-        locations.reserveCapacity(batch.count)
         let start = cursor.end
-        for append in batch {
-            locations.append(RecordLocation(segment: cursor.file.name.segment, generation: cursor.file.name.generation,
-                                            offset: UInt64(start) + UInt64(scratch.count),
-                                            length: UInt32(append.frame.count)))
-            scratch.append(contentsOf: append.frame)
-        }
         let fd = cursor.file.fd
-        let writeError = scratch.withUnsafeBytes { options.io.write(fd, $0, start) }
+        let writeError = bytes.withUnsafeBytes { options.io.write(fd, $0, start) }
         if writeError != 0 {
             // Whatever part of the batch reached the file is cut off, so the next batch starts
             // at the last good record and recovery never sees a half-written one.
             _ = ftruncate(fd, off_t(start))
             let error = storageError(writeError, "write \(cursor.file.path)")
-            logger.error("storage_write_failed", ["file": cursor.file.path, "records": String(batch.count), "error": "\(error)"])
-            for append in batch { append.completion(.failure(error)) }
-            return
+            logger.error("storage_write_failed", ["file": cursor.file.path, "records": String(records), "error": "\(error)"])
+            return .failure(error)
         }
         let syncError = options.io.sync(fd)
         if syncError != 0 {
@@ -279,26 +350,82 @@ public final class OperationLog: Sendable {
             // cut the batch off and sync again; if that fails too, nothing more can be promised.
             _ = ftruncate(fd, off_t(start))
             let error = storageError(syncError, "fdatasync \(cursor.file.path)")
-            logger.error("storage_sync_failed", ["file": cursor.file.path, "records": String(batch.count), "error": "\(error)"])
+            logger.error("storage_sync_failed", ["file": cursor.file.path, "records": String(records), "error": "\(error)"])
             if options.io.sync(fd) != 0 {
                 appends.withLock { $0.state = .failed("storage failed: \(error)") }
             }
-            for append in batch { append.completion(.failure(error)) }
-            return
+            return .failure(error)
         }
         cursor.end = start + Int64(total)
         diskByteCount.add(total, ordering: .relaxed)
-        for (append, location) in zip(batch, locations) { append.completion(.success(location)) }
+        return .success((cursor.file.name.segment, cursor.file.name.generation, start))
+    }
+
+    private func handOver(_ batch: SyncedBatch, last: Bool) {
+        let wake = synced.withLock { queue -> Bool in
+            queue.batches.append(batch)
+            queue.writerStopped = last
+            defer { queue.completerWaiting = false }
+            return queue.completerWaiting
+        }
+        if wake { wakeCompleter.signal() }
+    }
+
+    // MARK: completion thread
+
+    /// Runs the completions of synced batches in log order, while the writer goes on with the
+    /// next batch.
+    private func runCompleter() {
+        var batches: [SyncedBatch] = []
+        while true {
+            let stop = synced.withLock { queue -> Bool? in
+                if queue.batches.isEmpty {
+                    if queue.writerStopped { return true }
+                    queue.completerWaiting = true
+                    return nil
+                }
+                swap(&queue.batches, &batches)
+                return false
+            }
+            switch stop {
+            case nil:
+                wakeCompleter.wait()
+            case true?:
+                completerStopped.signal()
+                return
+            case false?:
+                for batch in batches { complete(batch) }
+                batches.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    private func complete(_ batch: SyncedBatch) {
+        if batch.syncedAt != 0 { options.counters?.completionsStarted(after: Int(Self.monotonicNanos() &- batch.syncedAt)) }
+        switch batch.outcome {
+        case .success(let written):
+            // Every batch before this one has completed: the segments below its own are sealed
+            // with all their records known to whoever indexes them, so compaction may judge them.
+            segments.withLock { table in table.active = max(table.active, written.segment) }
+            var offset = UInt64(written.start)
+            for append in batch.appends {
+                let location = RecordLocation(segment: written.segment, generation: written.generation,
+                                              offset: offset, length: UInt32(append.length))
+                offset += UInt64(append.length)
+                append.completion(.success(location))
+            }
+        case .failure(let error):
+            for append in batch.appends { append.completion(.failure(error)) }
+        }
     }
 
     /// Seals the active segment (already synced) and starts the next one.
     private func rotate(_ cursor: inout WriterCursor) throws(StorageError) {
         let name = SegmentName(segment: cursor.nextSegment, generation: 0)
         let file = try OperationLog.createSegment(name, in: directory, io: options.io)
-        segments.withLock { table in
-            table.files[name.segment] = file
-            table.active = name.segment
-        }
+        // Readers find the new segment at once; compaction leaves it (and the one before)
+        // alone until the completion thread has run every completion of the records before it.
+        segments.withLock { table in table.files[name.segment] = file }
         diskByteCount.add(SegmentHeader.size, ordering: .relaxed)
         cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: cursor.nextSegment + 1)
     }

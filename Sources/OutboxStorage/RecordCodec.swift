@@ -83,12 +83,15 @@ enum RecordCodec {
     }
 
     private static func encodeHeavyState(_ state: OperationState, into writer: inout ByteWriter) {
-        for response in [state.response, state.conflict] {
-            guard let response else { continue }
-            writer.u16(UInt16(clamping: response.status))
-            encodeHeaders(response.headers, into: &writer)
-            writer.blob(response.body)
-        }
+        // One at a time, not a loop over a literal array: that array is an allocation per record.
+        if let response = state.response { encodeResponse(response, into: &writer) }
+        if let conflict = state.conflict { encodeResponse(conflict, into: &writer) }
+    }
+
+    private static func encodeResponse(_ response: StoredResponse, into writer: inout ByteWriter) {
+        writer.u16(UInt16(clamping: response.status))
+        encodeHeaders(response.headers, into: &writer)
+        writer.blob(response.body)
     }
 
     private static func encodeHeaders(_ headers: HTTPHeaders, into writer: inout ByteWriter) {

@@ -39,6 +39,9 @@ package final class Metrics: Sendable {
     private static let bucketMicros = durationBuckets.map { Int($0 * 1_000_000) }
     private let shards = Mutex<[Shard]>([])
 
+    /// The log's group commit, counted by its writer and completion threads.
+    package let groupCommit = GroupCommitCounters()
+
     package init() {}
 
     /// A new shard for one event loop.
@@ -97,6 +100,18 @@ package final class Metrics: Sendable {
         family("outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending or in-progress operation (0 when none).",
                [("", Metrics.number(oldestPendingAgeSeconds ?? 0))])
         family("outbox_storage_bytes", "gauge", "Bytes of the queue's log files on disk.", [("", String(storageBytes))])
+        family("outbox_storage_syncs_total", "counter", "Batches of records written with one write and made durable with one fdatasync.",
+               [("", String(groupCommit.batches))])
+        family("outbox_storage_synced_records_total", "counter", "Records made durable by those batches.",
+               [("", String(groupCommit.records))])
+        family("outbox_storage_sync_seconds_total", "counter", "Time spent in those writes and fdatasyncs.",
+               [("", Metrics.number(groupCommit.syncSeconds))])
+        family("outbox_storage_batch_wait_seconds_total", "counter",
+               "Time each batch's oldest record waited for its write to start (behind the sync before).",
+               [("", Metrics.number(groupCommit.waitSeconds))])
+        family("outbox_storage_completion_wait_seconds_total", "counter",
+               "Time from each batch's fdatasync returning to its completions starting.",
+               [("", Metrics.number(groupCommit.handOverSeconds))])
         var cumulative = 0
         var buckets: [(String, String)] = []
         for (index, bound) in Metrics.durationBuckets.enumerated() {
