@@ -54,5 +54,12 @@ struct MetricsTests {
         #expect(after["outbox_upstream_online{origin=\"http://127.0.0.1:\(upstream.port)\"}"] == 1, "\(after)")
         #expect((after["outbox_request_duration_seconds_count{}"] ?? 0) >= 3, "\(after)")
         #expect((after["outbox_storage_bytes{}"] ?? 0) > 0)
+        // The stored request's record and its replay's state records went through group commit.
+        let syncs = after["outbox_storage_syncs_total{}"] ?? 0
+        #expect(syncs >= 1, "\(after)")
+        #expect((after["outbox_storage_synced_records_total{}"] ?? 0) >= syncs, "\(after)")
+        #expect((after["outbox_storage_sync_seconds_total{}"] ?? 0) > 0, "\(after)")
+        #expect(after["outbox_storage_batch_wait_seconds_total{}"] != nil, "\(after)")
+        #expect(after["outbox_storage_completion_wait_seconds_total{}"] != nil, "\(after)")
     }
 }
