@@ -107,8 +107,14 @@ if ((SKIP_AB == 0)); then
 # ---- (a) durable enqueues
 log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
 start_outbox "$RUN/data-a"
+# Group commit's counters (a binary from before they existed has none: the line is left out).
+commit_counters() { curl -s "http://127.0.0.1:$OBX_PORT/admin/metrics" | grep '^outbox_storage_[a-z_]*_total ' || true; }
+commit_counters >"$RUN/commit-0.txt"
 CPU0=$(cpu_ticks "$OBX_PID")
+T0_A=$EPOCHREALTIME
 wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$POST_SCRIPT" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk-a.txt"
+T1_A=$EPOCHREALTIME
+commit_counters >"$RUN/commit-1.txt"
 OBX_CPU=$(micros_per $(($(cpu_ticks "$OBX_PID") - CPU0)) "$(awk '/requests in/ {print $1}' "$RUN/wrk-a.txt")")
 QUEUED=$(count "c['pending']")
 RPS=$(awk '/Requests\/sec/ {print $2}' "$RUN/wrk-a.txt")
@@ -206,6 +212,20 @@ echo "# queue benchmark, $(date -u +%FT%TZ), $(nproc) CPUs, data on $(findmnt -n
 if ((SKIP_AB == 0)); then
 printf '(a) durable 202/s   %8s req/s  p50 %s  p99 %s  non-2xx %s  (wrk -c%s -d%ss, %s queued)\n' "$RPS" "$P50" "$P99" "${NON2XX:-0}" "$CONNS" "$DURATION" "$QUEUED"
 printf '    Outbox CPU per durable 202: %s µs (utime+stime / requests)\n' "$OBX_CPU"
+python3 - "$RUN/commit-0.txt" "$RUN/commit-1.txt" "$T0_A" "$T1_A" <<'PY'
+import sys
+def read(path):
+    return {line.split()[0]: float(line.split()[1]) for line in open(path) if line.strip()}
+before, after = read(sys.argv[1]), read(sys.argv[2])
+span = float(sys.argv[4]) - float(sys.argv[3])
+delta = {name: after[name] - before.get(name, 0) for name in after}
+syncs = delta.get("outbox_storage_syncs_total", 0)
+if syncs > 0:
+    print(f"    group commit: {syncs / span:.0f} fdatasyncs/s, {delta['outbox_storage_synced_records_total'] / syncs:.1f} records each, "
+          f"{delta['outbox_storage_sync_seconds_total'] / syncs * 1e6:.0f} µs per write+sync, disk busy {delta['outbox_storage_sync_seconds_total'] / span * 100:.0f} % of the time; "
+          f"per batch: oldest record waited {delta['outbox_storage_batch_wait_seconds_total'] / syncs * 1e6:.0f} µs for its write, "
+          f"completions started {delta['outbox_storage_completion_wait_seconds_total'] / syncs * 1e6:.0f} µs after the sync")
+PY
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
 # Group commit's yardstick: what this disk gives in batches of 64 records per fdatasync, measured

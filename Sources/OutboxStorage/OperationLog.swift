@@ -11,7 +11,8 @@ import Synchronization
 /// Appends are framed on the caller's thread and copied into a shared buffer; one writer
 /// thread takes the whole buffer (the callers go on filling the other one), writes it with one
 /// `pwrite` and makes it durable with one `fdatasync`, then hands the batch to a completion
-/// thread and starts on what piled up meanwhile. So the disk never waits for completions to
+/// thread and starts on what piled up meanwhile (with nothing piled up, it runs the batch's
+/// completions itself). So the disk never waits for completions to
 /// run, and batching needs no timer: records pile up while the previous sync runs. Readers
 /// `pread` sealed and active segments concurrently.
 public final class OperationLog: Sendable {
@@ -100,6 +101,8 @@ public final class OperationLog: Sendable {
     private struct SyncedQueue: Sendable {
         var batches: [SyncedBatch] = []
         var completerWaiting = false
+        /// The completion thread is running batches it took.
+        var completerBusy = false
         /// The writer has stopped: what is here is the last.
         var writerStopped = false
     }
@@ -149,7 +152,7 @@ public final class OperationLog: Sendable {
 
     /// Group commit: the record is written by the writer thread together with every other
     /// record appended meanwhile, then ONE `fdatasync` covers the batch; `completion` runs (on
-    /// the completion thread, in log order) only after that `fdatasync` returned, or with an
+    /// the writer or the completion thread, in log order) only after that `fdatasync` returned, or with an
     /// error (disk full → `.full`; after `close()` → `.closed`, then on the caller's thread).
     public func append(_ record: LogRecord, completion: @escaping @Sendable (Result<RecordLocation, StorageError>) -> Void) {
         let frame = RecordCodec.encode(record)
@@ -293,7 +296,16 @@ public final class OperationLog: Sendable {
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
                 batchBytes.removeAll(keepingCapacity: true)
-                handOver(SyncedBatch(appends: batch, outcome: outcome, syncedAt: syncedAt), last: false)
+                let synced = SyncedBatch(appends: batch, outcome: outcome, syncedAt: syncedAt)
+                if completesHere() {
+                    // Until records arrive: then the rest goes to the completion thread, and
+                    // their write starts now.
+                    if let rest = complete(synced, untilRecordsArrive: true) {
+                        handOver(rest, last: false)
+                    }
+                } else {
+                    handOver(synced, last: false)
+                }
             case .stop(let rejected, let error):
                 handOver(SyncedBatch(appends: rejected, outcome: .failure(error)), last: true)
                 return
@@ -361,6 +373,15 @@ public final class OperationLog: Sendable {
         return .success((cursor.file.name.segment, cursor.file.name.generation, start))
     }
 
+    /// Whether the writer should run a synced batch's completions itself: when nothing waits to
+    /// be written (the disk would idle anyway) and no earlier batch is still completing (log
+    /// order). That saves the hop to the completion thread, whose wake-up adds to every
+    /// record's time to its answer; with records waiting, the hop is what lets their sync
+    /// start at once.
+    private func completesHere() -> Bool {
+        appends.withLock { $0.pending.isEmpty } && synced.withLock { $0.batches.isEmpty && !$0.completerBusy }
+    }
+
     private func handOver(_ batch: SyncedBatch, last: Bool) {
         let wake = synced.withLock { queue -> Bool in
             queue.batches.append(batch)
@@ -374,17 +395,19 @@ public final class OperationLog: Sendable {
     // MARK: completion thread
 
     /// Runs the completions of synced batches in log order, while the writer goes on with the
-    /// next batch.
+    /// next batch (`completesHere` says when the writer runs them itself).
     private func runCompleter() {
         var batches: [SyncedBatch] = []
         while true {
             let stop = synced.withLock { queue -> Bool? in
                 if queue.batches.isEmpty {
+                    queue.completerBusy = false
                     if queue.writerStopped { return true }
                     queue.completerWaiting = true
                     return nil
                 }
                 swap(&queue.batches, &batches)
+                queue.completerBusy = true
                 return false
             }
             switch stop {
@@ -394,13 +417,16 @@ public final class OperationLog: Sendable {
                 completerStopped.signal()
                 return
             case false?:
-                for batch in batches { complete(batch) }
+                for batch in batches { _ = complete(batch) }
                 batches.removeAll(keepingCapacity: true)
             }
         }
     }
 
-    private func complete(_ batch: SyncedBatch) {
+    /// Runs `batch`'s completions in order. With `untilRecordsArrive`, looks every few records
+    /// whether appends are waiting to be written; once they are, stops and returns the records
+    /// not yet completed (the caller hands them on).
+    private func complete(_ batch: SyncedBatch, untilRecordsArrive: Bool = false) -> SyncedBatch? {
         if batch.syncedAt != 0 { options.counters?.completionsStarted(after: Int(Self.monotonicNanos() &- batch.syncedAt)) }
         switch batch.outcome {
         case .success(let written):
@@ -408,7 +434,12 @@ public final class OperationLog: Sendable {
             // with all their records known to whoever indexes them, so compaction may judge them.
             segments.withLock { table in table.active = max(table.active, written.segment) }
             var offset = UInt64(written.start)
-            for append in batch.appends {
+            for (index, append) in batch.appends.enumerated() {
+                if untilRecordsArrive, index > 0, index % 8 == 0, appends.withLock({ !$0.pending.isEmpty }) {
+                    // Its wait was counted when the writer began the batch (0: not again).
+                    return SyncedBatch(appends: Array(batch.appends[index...]),
+                                       outcome: .success((written.segment, written.generation, Int64(offset))), syncedAt: 0)
+                }
                 let location = RecordLocation(segment: written.segment, generation: written.generation,
                                               offset: offset, length: UInt32(append.length))
                 offset += UInt64(append.length)
@@ -417,6 +448,7 @@ public final class OperationLog: Sendable {
         case .failure(let error):
             for append in batch.appends { append.completion(.failure(error)) }
         }
+        return nil
     }
 
     /// Seals the active segment (already synced) and starts the next one.
@@ -424,7 +456,7 @@ public final class OperationLog: Sendable {
         let name = SegmentName(segment: cursor.nextSegment, generation: 0)
         let file = try OperationLog.createSegment(name, in: directory, io: options.io)
         // Readers find the new segment at once; compaction leaves it (and the one before)
-        // alone until the completion thread has run every completion of the records before it.
+        // alone until every completion of the records before it has run.
         segments.withLock { table in table.files[name.segment] = file }
         diskByteCount.add(SegmentHeader.size, ordering: .relaxed)
         cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: cursor.nextSegment + 1)
