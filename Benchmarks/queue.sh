@@ -224,7 +224,7 @@ if syncs > 0:
     print(f"    group commit: {syncs / span:.0f} fdatasyncs/s, {delta['outbox_storage_synced_records_total'] / syncs:.1f} records each, "
           f"{delta['outbox_storage_sync_seconds_total'] / syncs * 1e6:.0f} µs per write+sync, disk busy {delta['outbox_storage_sync_seconds_total'] / span * 100:.0f} % of the time; "
           f"per batch: oldest record waited {delta['outbox_storage_batch_wait_seconds_total'] / syncs * 1e6:.0f} µs for its write, "
-          f"completions started {delta['outbox_storage_completion_wait_seconds_total'] / syncs * 1e6:.0f} µs after the sync")
+          f"its completions took {delta['outbox_storage_completion_seconds_total'] / syncs * 1e6:.0f} µs")
 PY
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"

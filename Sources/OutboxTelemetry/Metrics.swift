@@ -109,9 +109,9 @@ package final class Metrics: Sendable {
         family("outbox_storage_batch_wait_seconds_total", "counter",
                "Time each batch's oldest record waited for its write to start (behind the sync before).",
                [("", Metrics.number(groupCommit.waitSeconds))])
-        family("outbox_storage_completion_wait_seconds_total", "counter",
-               "Time from each batch's fdatasync returning to its completions starting.",
-               [("", Metrics.number(groupCommit.handOverSeconds))])
+        family("outbox_storage_completion_seconds_total", "counter",
+               "Time spent running the batches' completions after their fdatasync (the next batch's write waits for it).",
+               [("", Metrics.number(groupCommit.completionSeconds))])
         var cumulative = 0
         var buckets: [(String, String)] = []
         for (index, bound) in Metrics.durationBuckets.enumerated() {

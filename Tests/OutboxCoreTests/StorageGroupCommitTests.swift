@@ -122,15 +122,13 @@ import Testing
         log.close()
     }
 
-    /// Double buffering: records appended while a sync runs are taken by the next sync as soon
-    /// as that one returns, even while the first batch's completions are still running (they
-    /// run on their own thread), and each of them completes only after the sync that covers it.
-    @Test func recordsAppendedDuringASync_AreCoveredByTheNextSync_WhichNeedNotWaitForTheFirstCompletions() async throws {
+    /// Records appended while a sync runs go into the other buffer: the next sync takes them all
+    /// with one write, and each of them completes only after that sync returned, in log order.
+    @Test func recordsAppendedDuringASync_AreCoveredByTheNextSync_AndCompleteOnlyAfterIt() async throws {
         let directory = try StorageTestDirectory()
         let holdFirstSync = StorageShared(false)
         let firstSyncEntered = DispatchSemaphore(value: 0)
         let releaseFirstSync = DispatchSemaphore(value: 0)
-        let secondSyncReturned = DispatchSemaphore(value: 0)
         // Bytes per write call, and how many syncs have returned.
         let writes = StorageShared<[Int]>([])
         let syncsReturned = StorageShared(0)
@@ -145,7 +143,7 @@ import Testing
                     releaseFirstSync.wait()
                 }
                 let result = SegmentIO.system.sync(fd)
-                if syncsReturned.withLock({ $0 += 1; return $0 }) == 2 { secondSyncReturned.signal() }
+                syncsReturned.withLock { $0 += 1 }
                 return result
             })
         let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
@@ -156,97 +154,84 @@ import Testing
 
         // Completion order, and for each record how many syncs had returned when it completed.
         let completed = StorageShared<[(id: UUID, syncsBefore: Int)]>([])
-        let secondSyncRanDuringTheFirstCompletion = StorageShared(false)
-        let first = StorageSamples.request(0)
         let allDone = DispatchSemaphore(value: 0)
-        log.append(.created(first, OperationState())) { result in
-            #expect((try? result.get()) != nil)
-            completed.withLock { $0.append((first.id, syncsReturned.value)) }
-            // The next batch's sync must be able to run while this completion has not returned.
-            // Bounded: without double buffering it never does, and the flag says so.
-            let ran = secondSyncReturned.wait(timeout: .now() + 30) == .success
-            secondSyncRanDuringTheFirstCompletion.withLock { $0 = ran }
-            allDone.signal()
-        }
-        await Self.wait(firstSyncEntered)
-        // The first record's sync is in progress: these three arrive during it.
+        let first = StorageSamples.request(0)
         let later = (1...3).map { StorageSamples.request($0) }
-        for request in later {
+        for (index, request) in ([first] + later).enumerated() {
+            // The first is being synced while the other three arrive.
+            if index == 1 { await Self.wait(firstSyncEntered) }
             log.append(.created(request, OperationState())) { result in
                 #expect((try? result.get()) != nil)
                 completed.withLock { $0.append((request.id, syncsReturned.value)) }
                 allDone.signal()
             }
         }
+        // The first record's sync is still held: nothing may have completed.
         #expect(completed.value.isEmpty, "a record completed before the sync covering it returned")
         releaseFirstSync.signal()
         for _ in 0..<4 { await Self.wait(allDone) }
         log.close()
 
-        #expect(secondSyncRanDuringTheFirstCompletion.value, "the second sync waited for the first batch's completions")
         let order = completed.value
         #expect(order.map(\.id) == [first.id] + later.map(\.id), "completions ran out of log order")
-        // After its own sync; the next may have returned too by the time its thread ran it.
-        #expect((order.first?.syncsBefore ?? 0) >= 1)
+        #expect(order.first?.syncsBefore == 1)
         for entry in order.dropFirst() {
-            #expect(entry.syncsBefore >= 2, "a record appended during the first sync completed before the second returned")
+            #expect(entry.syncsBefore == 2, "a record appended during the first sync completed before the second returned")
         }
         // One write for the first record, one for the three that came during its sync.
         let frameBytes = later.map { RecordCodec.encode(.created($0, OperationState())).count }
-        #expect(writes.value.count == 2)
-        #expect(writes.value.dropFirst().first == frameBytes.reduce(0, +))
+        #expect(writes.value == [RecordCodec.encode(.created(first, OperationState())).count, frameBytes.reduce(0, +)])
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(recovered.map(\.operation.id) == [first.id] + later.map(\.id))
     }
 
-    /// Completions run after the writer has moved on, so a segment can be sealed (the writer
-    /// rotated past it) while its records are not yet indexed: compaction, which keeps only
-    /// what the index knows, must leave such a segment alone until they are.
-    @Test func aSegmentWhoseCompletionsHaveNotRun_IsNotCompacted_EvenOnceTheWriterHasMovedPastIt() async throws {
+    /// More records waiting than `maxBatchRecords`: the oldest go first, the rest in the next
+    /// batches, each record whole and in order.
+    @Test func aBacklogLongerThanTheBatchLimit_IsWrittenInBatchesOfTheLimit_InOrder() async throws {
         let directory = try StorageTestDirectory()
-        let syncsReturned = StorageShared(0)
-        let awaitedSyncs = StorageShared(Int.max)
-        let awaitedSyncsReturned = DispatchSemaphore(value: 0)
-        let holdNextSync = StorageShared(false)
-        let syncHeld = DispatchSemaphore(value: 0)
-        let releaseSync = DispatchSemaphore(value: 0)
-        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
-            if holdNextSync.withLock({ hold in defer { hold = false }; return hold }) {
-                syncHeld.signal()
-                releaseSync.wait()
+        let holdFirstSync = StorageShared(false)
+        let firstSyncEntered = DispatchSemaphore(value: 0)
+        let releaseFirstSync = DispatchSemaphore(value: 0)
+        let writes = StorageShared<[Int]>([])
+        let io = SegmentIO(
+            write: { fd, bytes, offset in
+                writes.withLock { $0.append(bytes.count) }
+                return SegmentIO.system.write(fd, bytes, offset)
+            },
+            sync: { fd in
+                if holdFirstSync.withLock({ hold in defer { hold = false }; return hold }) {
+                    firstSyncEntered.signal()
+                    releaseFirstSync.wait()
+                }
+                return SegmentIO.system.sync(fd)
+            })
+        let (log, _) = try StorageSamples.open(directory, options: .init(maxBatchRecords: 2, io: io))
+        writes.withLock { $0 = [] }
+        holdFirstSync.withLock { $0 = true }
+        let requests = (0..<6).map { StorageSamples.request($0, bodySize: 100 + $0 * 10) }
+        let locations = StorageShared<[UUID: RecordLocation]>([:])
+        let allDone = DispatchSemaphore(value: 0)
+        for (index, request) in requests.enumerated() {
+            // The first is being synced while the other five wait.
+            if index == 1 { await Self.wait(firstSyncEntered) }
+            log.append(.created(request, OperationState())) { result in
+                if case .success(let location) = result { locations.withLock { $0[request.id] = location } }
+                allDone.signal()
             }
-            let result = SegmentIO.system.sync(fd)
-            if syncsReturned.withLock({ $0 += 1; return $0 }) == awaitedSyncs.value { awaitedSyncsReturned.signal() }
-            return result
-        })
-        // Every record outgrows the segment: each batch after the first starts a new one.
-        let (log, _) = try StorageSamples.open(directory, options: .init(segmentBytes: 512, io: io))
-        holdNextSync.withLock { $0 = true }
-        let releaseFirst = DispatchSemaphore(value: 0)
-        let firstCompleting = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
-        log.append(.created(StorageSamples.request(0, bodySize: 600), OperationState())) { _ in
-            firstCompleting.signal()
-            _ = releaseFirst.wait(timeout: .now() + 30)
-            done.signal()
         }
-        await Self.wait(syncHeld)
-        // Appended while the first record's sync runs, so the writer goes on to it (a new
-        // segment's header synced, then the record) while the first completion still runs.
-        awaitedSyncs.withLock { $0 = syncsReturned.value + 3 }
-        log.append(.created(StorageSamples.request(1, bodySize: 600), OperationState())) { _ in done.signal() }
-        releaseSync.signal()
-        await Self.wait(firstCompleting)
-        await Self.wait(awaitedSyncsReturned)
-        #expect(FileManager.default.fileExists(atPath: directory.segmentPath(2)))
-        // Nothing is indexed yet: a compaction that judged segment 1 would delete it.
-        #expect(try log.compact { _ in nil }.isEmpty)
-        #expect(FileManager.default.fileExists(atPath: directory.segmentPath(1)), "compaction dropped records not yet indexed")
-        releaseFirst.signal()
-        await Self.wait(done)
-        await Self.wait(done)
-        // Every completion has run: segment 1 is judged now, and nothing in it is needed.
-        _ = try log.compact { _ in nil }
-        #expect(!FileManager.default.fileExists(atPath: directory.segmentPath(1)))
+        releaseFirstSync.signal()
+        for _ in requests { await Self.wait(allDone) }
+        let frames = requests.map { RecordCodec.encode(.created($0, OperationState())).count }
+        #expect(writes.value == [frames[0], frames[1] + frames[2], frames[3] + frames[4], frames[5]])
+        for request in requests {
+            let location = try #require(locations.value[request.id])
+            #expect(try log.readRequest(at: location) == request)
+        }
         log.close()
+        let (reopened, recovered) = try StorageSamples.open(directory)
+        defer { reopened.close() }
+        #expect(recovered.map(\.operation.id) == requests.map(\.id))
     }
 
     @Test func close_ReturnsOnlyAfterEveryPendingCompletionRan() throws {
