@@ -126,31 +126,10 @@ import Testing
     /// with one write, and each of them completes only after that sync returned, in log order.
     @Test func recordsAppendedDuringASync_AreCoveredByTheNextSync_AndCompleteOnlyAfterIt() async throws {
         let directory = try StorageTestDirectory()
-        let holdFirstSync = StorageShared(false)
-        let firstSyncEntered = DispatchSemaphore(value: 0)
-        let releaseFirstSync = DispatchSemaphore(value: 0)
-        // Bytes per write call, and how many syncs have returned.
-        let writes = StorageShared<[Int]>([])
-        let syncsReturned = StorageShared(0)
-        let io = SegmentIO(
-            write: { fd, bytes, offset in
-                writes.withLock { $0.append(bytes.count) }
-                return SegmentIO.system.write(fd, bytes, offset)
-            },
-            sync: { fd in
-                if holdFirstSync.withLock({ hold in defer { hold = false }; return hold }) {
-                    firstSyncEntered.signal()
-                    releaseFirstSync.wait()
-                }
-                let result = SegmentIO.system.sync(fd)
-                syncsReturned.withLock { $0 += 1 }
-                return result
-            })
-        let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
-        // Creating the first segment wrote and synced its header: counted from here on.
-        writes.withLock { $0 = [] }
-        syncsReturned.withLock { $0 = 0 }
-        holdFirstSync.withLock { $0 = true }
+        let held = HeldSyncIO()
+        let (log, _) = try StorageSamples.open(directory, options: .init(io: held.io))
+        held.holdNextSync()
+        let syncsReturned = held.syncsReturned
 
         // Completion order, and for each record how many syncs had returned when it completed.
         let completed = StorageShared<[(id: UUID, syncsBefore: Int)]>([])
@@ -159,7 +138,7 @@ import Testing
         let later = (1...3).map { StorageSamples.request($0) }
         for (index, request) in ([first] + later).enumerated() {
             // The first is being synced while the other three arrive.
-            if index == 1 { await Self.wait(firstSyncEntered) }
+            if index == 1 { await Self.wait(held.entered) }
             log.append(.created(request, OperationState())) { result in
                 #expect((try? result.get()) != nil)
                 completed.withLock { $0.append((request.id, syncsReturned.value)) }
@@ -168,7 +147,7 @@ import Testing
         }
         // The first record's sync is still held: nothing may have completed.
         #expect(completed.value.isEmpty, "a record completed before the sync covering it returned")
-        releaseFirstSync.signal()
+        held.release.signal()
         for _ in 0..<4 { await Self.wait(allDone) }
         log.close()
 
@@ -180,7 +159,7 @@ import Testing
         }
         // One write for the first record, one for the three that came during its sync.
         let frameBytes = later.map { RecordCodec.encode(.created($0, OperationState())).count }
-        #expect(writes.value == [RecordCodec.encode(.created(first, OperationState())).count, frameBytes.reduce(0, +)])
+        #expect(held.writes.value == [RecordCodec.encode(.created(first, OperationState())).count, frameBytes.reduce(0, +)])
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
         #expect(recovered.map(\.operation.id) == [first.id] + later.map(\.id))
@@ -190,40 +169,24 @@ import Testing
     /// batches, each record whole and in order.
     @Test func aBacklogLongerThanTheBatchLimit_IsWrittenInBatchesOfTheLimit_InOrder() async throws {
         let directory = try StorageTestDirectory()
-        let holdFirstSync = StorageShared(false)
-        let firstSyncEntered = DispatchSemaphore(value: 0)
-        let releaseFirstSync = DispatchSemaphore(value: 0)
-        let writes = StorageShared<[Int]>([])
-        let io = SegmentIO(
-            write: { fd, bytes, offset in
-                writes.withLock { $0.append(bytes.count) }
-                return SegmentIO.system.write(fd, bytes, offset)
-            },
-            sync: { fd in
-                if holdFirstSync.withLock({ hold in defer { hold = false }; return hold }) {
-                    firstSyncEntered.signal()
-                    releaseFirstSync.wait()
-                }
-                return SegmentIO.system.sync(fd)
-            })
-        let (log, _) = try StorageSamples.open(directory, options: .init(maxBatchRecords: 2, io: io))
-        writes.withLock { $0 = [] }
-        holdFirstSync.withLock { $0 = true }
+        let held = HeldSyncIO()
+        let (log, _) = try StorageSamples.open(directory, options: .init(maxBatchRecords: 2, io: held.io))
+        held.holdNextSync()
         let requests = (0..<6).map { StorageSamples.request($0, bodySize: 100 + $0 * 10) }
         let locations = StorageShared<[UUID: RecordLocation]>([:])
         let allDone = DispatchSemaphore(value: 0)
         for (index, request) in requests.enumerated() {
             // The first is being synced while the other five wait.
-            if index == 1 { await Self.wait(firstSyncEntered) }
+            if index == 1 { await Self.wait(held.entered) }
             log.append(.created(request, OperationState())) { result in
                 if case .success(let location) = result { locations.withLock { $0[request.id] = location } }
                 allDone.signal()
             }
         }
-        releaseFirstSync.signal()
+        held.release.signal()
         for _ in requests { await Self.wait(allDone) }
         let frames = requests.map { RecordCodec.encode(.created($0, OperationState())).count }
-        #expect(writes.value == [frames[0], frames[1] + frames[2], frames[3] + frames[4], frames[5]])
+        #expect(held.writes.value == [frames[0], frames[1] + frames[2], frames[3] + frames[4], frames[5]])
         for request in requests {
             let location = try #require(locations.value[request.id])
             #expect(try log.readRequest(at: location) == request)
@@ -334,5 +297,40 @@ import Testing
             total + ((try? directory.bytes(of: directory.logPath + "/" + name).count) ?? 0)
         })
         log.close()
+    }
+}
+
+/// Segment calls that record the bytes of every write and count the syncs that returned, and
+/// hold the first sync after `holdNextSync()` until `release` is signalled (`entered` says it
+/// is held): records appended meanwhile are known to wait for the next batch.
+final class HeldSyncIO: Sendable {
+    let writes = StorageShared<[Int]>([])
+    let syncsReturned = StorageShared(0)
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    private let holdNext = StorageShared(false)
+
+    var io: SegmentIO {
+        SegmentIO(
+            write: { [writes] fd, bytes, offset in
+                writes.withLock { $0.append(bytes.count) }
+                return SegmentIO.system.write(fd, bytes, offset)
+            },
+            sync: { [holdNext, entered, release, syncsReturned] fd in
+                if holdNext.withLock({ hold in defer { hold = false }; return hold }) {
+                    entered.signal()
+                    release.wait()
+                }
+                let result = SegmentIO.system.sync(fd)
+                syncsReturned.withLock { $0 += 1 }
+                return result
+            })
+    }
+
+    /// Counts from zero (opening a log writes and syncs a segment header) and holds the next sync.
+    func holdNextSync() {
+        writes.withLock { $0 = [] }
+        syncsReturned.withLock { $0 = 0 }
+        holdNext.withLock { $0 = true }
     }
 }
