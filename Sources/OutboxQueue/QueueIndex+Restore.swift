@@ -24,7 +24,8 @@ extension QueueIndex {
             throw .unknownOrigin(insertion.id)
         }
         try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, keyHash: insertion.keyHash)
-        var restored = record(insertion, lane: lane(of: originNumber, orderingKey: insertion.orderingKey), locator: locator)
+        let lane = lane(of: originNumber, orderingKey: insertion.orderingKey)  // on its own: see `insert`
+        var restored = record(insertion, lane: lane, locator: locator)
         restored.take(insertion.state)
         restored.status = insertion.state.status
         _ = append(restored, idHash: insertion.idHash, keyHash: insertion.keyHash)

@@ -424,8 +424,10 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     public mutating func insert(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
         guard let origin = insertion.origin else { throw .unknownOrigin(insertion.id) }
         try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, keyHash: insertion.keyHash)
-        let slot = append(record(insertion, lane: intern(origin, orderingKey: insertion.orderingKey), locator: locator),
-                          idHash: insertion.idHash, keyHash: insertion.keyHash)
+        // The lane first, on its own: as an argument of `record`, its mutation of `self` while
+        // `record` borrows it would make the compiler copy the whole index.
+        let lane = intern(origin, orderingKey: insertion.orderingKey)
+        let slot = append(record(insertion, lane: lane, locator: locator), idHash: insertion.idHash, keyHash: insertion.keyHash)
         apply(insertion.state, to: slot)
     }
 
@@ -443,7 +445,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
 
     /// Appends a new record (in no lane structure yet) to the records, its lane and both
     /// tables, and returns its slot.
-    mutating func append(_ record: Record, idHash: Int, keyHash: Int) -> Int32 {
+    mutating func append(_ record: consuming Record, idHash: Int, keyHash: Int) -> Int32 {
         lanes[Int(record.lane)].members += 1
         let slot = Int32(records.count)
         records.append(record)
@@ -451,8 +453,11 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
-        ids.insert(slot, hash: idHash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.insert(slot, hash: keyHash, hashOf: { [records] in records[Int($0)].key.tableHash })
+        // Made only when a table must grow: the capture costs a retain and a release.
+        if ids.isFull { ids.grow(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
+        if keys.isFull { keys.grow(hashOf: { [records] in records[Int($0)].key.tableHash }) }
+        ids.insert(slot, hash: idHash)
+        keys.insert(slot, hash: keyHash)
         return slot
     }
 

@@ -64,7 +64,7 @@ extension OperationLog {
                                                 prepare: @escaping @Sendable (borrowing RecoveryRecord) -> Prepared,
                                                 visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
         try open(directory: directory, options: options, logger: logger, readers: recoveryReaders,
-                 reserve: reserve, prepare: { Optional(prepare($0)) }, visit: visit)
+                 reserve: reserve, prepare: prepare, visit: visit)
     }
 
     /// Threads that read segments during recovery: one per core, at least two (one can wait on
@@ -76,16 +76,17 @@ extension OperationLog {
     static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, requestFields: Bool, readers: Int,
                                          prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
                                          visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
+        // A `created` record without an origin (which `decodeRecord` never makes) is skipped.
         try open(directory: directory, options: options, logger: logger, readers: readers,
                  reserve: { visit(prepare(.expect(records: $0))) },
-                 prepare: { record in recoveryEvent(record, requestFields: requestFields).map(prepare) }, visit: visit)
+                 prepare: { record in recoveryEvent(record, requestFields: requestFields).map(prepare) },
+                 visit: { prepared in if let prepared { visit(prepared) } })
     }
 
-    /// Recovery of `RecoveryRecord`s with `readers` reading threads; a record `prepare` gives
-    /// nil for counts as one that does not parse.
+    /// Recovery of `RecoveryRecord`s with `readers` reading threads.
     static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, readers: Int,
                                          reserve: (Int) -> Void,
-                                         prepare: @escaping @Sendable (borrowing RecoveryRecord) -> Prepared?,
+                                         prepare: @escaping @Sendable (borrowing RecoveryRecord) -> Prepared,
                                          visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
@@ -108,8 +109,7 @@ extension OperationLog {
                     } catch {
                         return false
                     }
-                    guard let prepared = prepare(record) else { return false }
-                    emit(prepared)
+                    emit(prepare(record))
                     return true
                 }
             },
@@ -134,7 +134,7 @@ extension OperationLog {
     }
 
     /// The event of one record (states without response or conflict bodies); nil for a
-    /// `created` record without an origin, which `decodeRecord` never makes.
+    /// `created` record without an origin.
     private static func recoveryEvent(_ record: borrowing RecoveryRecord, requestFields: Bool) -> RecoveryEvent? {
         switch record.kind {
         case .created:
