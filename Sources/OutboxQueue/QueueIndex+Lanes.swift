@@ -91,7 +91,7 @@ extension QueueIndex {
             lanes[lane].inFlight += 1
             records[index].placement = .inFlight
         case .pending:
-            if let dependency = records[index].dependsOn, let dependencySlot = self.slot(of: dependency),
+            if let dependency = records[index].extras?.dependsOn, let dependencySlot = self.slot(of: dependency),
                dependencySlot != slot, let dependencyStatus = records[Int(dependencySlot)].status,
                dependencyStatus != .completed {
                 dependents[dependencySlot, default: []].append(slot)
@@ -102,7 +102,9 @@ extension QueueIndex {
                     records[index].placement = .waiting
                 }
             } else {
-                lanes[lane].heaps.with(records[index].priority) { $0.insert(slot, positions: &heapPositions) }
+                // The priority read first: read inside the call, it costs a copy of the record.
+                let priority = records[index].priority
+                lanes[lane].heaps.with(priority) { $0.insert(slot, positions: &heapPositions) }
                 records[index].placement = .ready
             }
         }

@@ -28,7 +28,7 @@ extension QueueIndex {
         var restored = record(insertion, lane: lane, locator: locator)
         restored.take(insertion.state)
         restored.status = insertion.state.status
-        _ = append(restored, idHash: insertion.idHash, keyHash: insertion.keyHash)
+        _ = append(consume restored, idHash: insertion.idHash, keyHash: insertion.keyHash)
     }
 
     /// Takes a later state of operation `id` (and lets `relocate` change its locator); false

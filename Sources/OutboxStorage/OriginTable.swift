@@ -1,3 +1,4 @@
+import Glibc
 import OutboxModel
 
 /// Hands out one shared `Origin` per (scheme, port, host) while recovery decodes a million
@@ -18,7 +19,11 @@ struct OriginTable {
     /// (true for the first).
     mutating func origin(scheme: Origin.Scheme, port: Int, host: UnsafeRawBufferPointer) -> (origin: Origin, changed: Bool) {
         let https = scheme == .https
-        if let last, last.https == https, last.port == port, last.host.elementsEqual(host) {
+        if let last, last.https == https, last.port == port, last.host.count == host.count,
+           last.host.withUnsafeBytes({ known in
+               guard let knownBase = known.baseAddress, let base = host.baseAddress else { return true }
+               return memcmp(knownBase, base, host.count) == 0
+           }) {
             return (last.origin, false)
         }
         let key = Key(host: String(decoding: host, as: UTF8.self), port: port, https: https)
