@@ -55,32 +55,36 @@ package enum UUIDText {
     /// The UUID in canonical text and which letter case its hex digits use; nil otherwise.
     package static func parse(_ text: String) -> (UUID, LetterCase)? {
         var text = text
-        return text.withUTF8 { bytes -> (UUID, LetterCase)? in
-            guard bytes.count == 36 else { return nil }
-            let dash = UInt8(ascii: "-")
-            guard bytes[8] == dash, bytes[13] == dash, bytes[18] == dash, bytes[23] == dash else { return nil }
-            var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            var seen: UInt8 = 0
-            let valid = hexTable.withUnsafeBufferPointer { table in
-                withUnsafeMutableBytes(of: &value) { out -> Bool in
-                    var position = 0
-                    for index in 0..<16 {
-                        if position == 8 || position == 13 || position == 18 || position == 23 { position += 1 }
-                        let high = table[Int(bytes[position])]
-                        let low = table[Int(bytes[position + 1])]
-                        seen |= high | low
-                        out[index] = (high & 0x0F) << 4 | (low & 0x0F)
-                        position += 2
-                    }
-                    return seen & notHex == 0
+        return text.withUTF8 { parse(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Like ``parse(_:)``, from UTF-8 bytes: recovery reads a million keys straight out of the
+    /// log, and making each a `String` first would cost an allocation per key.
+    package static func parse(utf8 bytes: UnsafeRawBufferPointer) -> (UUID, LetterCase)? {
+        guard bytes.count == 36 else { return nil }
+        let dash = UInt8(ascii: "-")
+        guard bytes[8] == dash, bytes[13] == dash, bytes[18] == dash, bytes[23] == dash else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var seen: UInt8 = 0
+        let valid = hexTable.withUnsafeBufferPointer { table in
+            withUnsafeMutableBytes(of: &value) { out -> Bool in
+                var position = 0
+                for index in 0..<16 {
+                    if position == 8 || position == 13 || position == 18 || position == 23 { position += 1 }
+                    let high = table[Int(bytes[position])]
+                    let low = table[Int(bytes[position + 1])]
+                    seen |= high | low
+                    out[index] = (high & 0x0F) << 4 | (low & 0x0F)
+                    position += 2
                 }
+                return seen & notHex == 0
             }
-            guard valid else { return nil }
-            let sawLower = seen & lowerLetter != 0
-            let sawUpper = seen & upperLetter != 0
-            let letterCase: LetterCase = sawLower && sawUpper ? .mixed : sawLower ? .lower : sawUpper ? .upper : .none
-            return (UUID(uuid: value), letterCase)
         }
+        guard valid else { return nil }
+        let sawLower = seen & lowerLetter != 0
+        let sawUpper = seen & upperLetter != 0
+        let letterCase: LetterCase = sawLower && sawUpper ? .mixed : sawLower ? .lower : sawUpper ? .upper : .none
+        return (UUID(uuid: value), letterCase)
     }
 }
 

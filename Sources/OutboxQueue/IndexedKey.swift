@@ -11,13 +11,21 @@ enum IndexedKey: Hashable, Sendable {
     case text(String)
 
     init(_ key: String) {
-        switch UUIDText.parse(key) {
-        case let (uuid, letterCase)? where letterCase == .upper:
-            self = .uppercaseUUID(uuid)
-        case let (uuid, letterCase)? where letterCase == .lower || letterCase == .none:
-            self = .lowercaseUUID(uuid)
-        default:
-            self = .text(key)
+        self = Self.uuid(UUIDText.parse(key)) ?? .text(key)
+    }
+
+    /// The key of these UTF-8 bytes: a `String` is made only for a key that is not a UUID
+    /// (recovery reads a million keys out of the log).
+    init(utf8 key: UnsafeRawBufferPointer) {
+        self = Self.uuid(UUIDText.parse(utf8: key)) ?? .text(String(decoding: key, as: UTF8.self))
+    }
+
+    /// A UUID key in the case it was written in; nil for text and mixed case.
+    private static func uuid(_ parsed: (UUID, UUIDText.LetterCase)?) -> IndexedKey? {
+        switch parsed {
+        case let (uuid, letterCase)? where letterCase == .upper: .uppercaseUUID(uuid)
+        case let (uuid, letterCase)? where letterCase == .lower || letterCase == .none: .lowercaseUUID(uuid)
+        default: nil
         }
     }
 

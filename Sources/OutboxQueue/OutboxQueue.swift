@@ -45,27 +45,27 @@ public final class OutboxQueue: Sendable {
         var index = QueueIndex<OperationRecords>()
         var options = OperationLog.Options()
         options.counters = metrics.groupCommit
-        let log = try OperationLog.open(directory: config.dataDirectory, options: options, logger: logger, requestFields: false,
-                                        prepare: Self.prepare) { event in
-            switch event {
-            case .expect(let records):
-                index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
-            case .created(let insertion, let location):
+        let log = try OperationLog.open(directory: config.dataDirectory, options: options, logger: logger, reserve: { records in
+            index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
+        }, prepare: Self.prepare) { record in
+            switch record {
+            case .created(let restored, let location):
                 do {
-                    try index.insert(insertion, locator: OperationRecords(created: location, state: nil))
+                    try index.restore(restored, locator: OperationRecords(created: location, state: nil))
                 } catch {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
-                    logger.warn("recovery_skipped", ["id": insertion.id.lowercasedText, "error": "\(error)"])
+                    logger.warn("recovery_skipped", ["id": restored.id.lowercasedText, "error": "\(error)"])
                 }
             case .updated(let id, let state, let location):
                 // An update of an id that is not indexed belongs to an operation deleted before
                 // it, or never indexed: neither exists any more, so `false` is ignored.
-                index.update(id, state: state) { $0.state = location }
+                index.restoreState(id, state) { $0.state = location }
             case .deleted(let id):
-                index.remove(id)
+                index.restoreRemoval(id)
             }
         }
+        index.finishRestoring()
         self.log = log
         self.metrics = metrics
         self.index = Mutex(index)
@@ -80,35 +80,36 @@ public final class OutboxQueue: Sendable {
                                      "directory": config.dataDirectory])
     }
 
-    /// A recovery event as the index takes it, made on recovery's reading threads.
+    /// A recovery record as the index takes it, made on recovery's reading threads.
     private enum RecoveredRecord: Sendable {
-        case expect(Int)
         case created(QueueIndex<OperationRecords>.Insertion, RecordLocation)
-        case updated(UUID, OperationState, RecordLocation)
+        case updated(UUID, QueueIndex<OperationRecords>.IndexedState, RecordLocation)
         case deleted(UUID)
     }
 
-    /// What can be done to a record before it meets the index, in parallel: parsing and
-    /// hashing the key, and making an operation that was in flight when the process died
-    /// pending again (at-least-once: it is sent again).
-    private static func prepare(_ event: OperationLog.RecoveryEvent) -> RecoveredRecord {
-        switch event {
-        case .expect(let records):
-            return .expect(records)
-        case .created(let operation, let location):
-            return .created(QueueIndex.Insertion(operation, state: restarted(operation.state)), location)
-        case .updated(let id, let state, let location):
-            return .updated(id, restarted(state), location)
-        case .deleted(let id):
-            return .deleted(id)
+    /// What can be done to a record before it meets the index, in parallel: copying out only
+    /// the fields the index keeps, parsing and hashing the key, and making an operation that
+    /// was in flight when the process died pending again (at-least-once: it is sent again).
+    private static func prepare(_ record: borrowing RecoveryRecord) -> RecoveredRecord {
+        switch record.kind {
+        case .created:
+            let restored = QueueIndex<OperationRecords>.Insertion(
+                id: record.id, idempotencyKey: record.idempotencyKey, origin: record.originChanged ? record.origin : nil,
+                priority: record.priority, tag: record.tag.map { String(decoding: $0, as: UTF8.self) },
+                dependsOn: record.dependsOn, createdAt: record.createdAt,
+                orderingKey: record.orderingKey.map { String(decoding: $0, as: UTF8.self) }, state: restoredState(record))
+            return .created(restored, record.location)
+        case .updated:
+            return .updated(record.id, restoredState(record), record.location)
+        case .deleted:
+            return .deleted(record.id)
         }
     }
 
-    private static func restarted(_ state: OperationState) -> OperationState {
-        guard state.status == .inProgress else { return state }
-        var state = state
-        state.status = .pending
-        return state
+    private static func restoredState(_ record: borrowing RecoveryRecord) -> QueueIndex<OperationRecords>.IndexedState {
+        QueueIndex.IndexedState(status: record.status == .inProgress ? .pending : record.status, retryCount: record.retryCount,
+                                 lastAttemptAt: record.lastAttemptAt, nextAttemptAt: record.nextAttemptAt,
+                                 lastError: record.lastError.map { String(decoding: $0, as: UTF8.self) })
     }
 
     /// Room to reserve in the index for an estimated `records` at startup: never more than the

@@ -46,12 +46,8 @@ extension QueueIndex {
     }
 
     /// Takes `state` for the record at `slot`, then re-places what waits for it.
-    mutating func apply(_ state: OperationState, to slot: Int32) {
-        let index = Int(slot)
-        records[index].retryCount = UInt32(clamping: state.retryCount)
-        records[index].lastAttemptAt = state.lastAttemptAt ?? Self.none
-        records[index].nextAttemptAt = state.nextAttemptAt ?? Self.none
-        records[index].lastError = state.lastError.map { $0.count > Self.maxErrorLength ? String($0.prefix(Self.maxErrorLength)) : $0 }
+    mutating func apply(_ state: IndexedState, to slot: Int32) {
+        records[Int(slot)].take(state)
         setStatus(state.status, of: slot)
         replaceDependents(of: slot)
     }
@@ -95,7 +91,7 @@ extension QueueIndex {
             lanes[lane].inFlight += 1
             records[index].placement = .inFlight
         case .pending:
-            if let dependency = records[index].dependsOn, let dependencySlot = self.slot(of: dependency),
+            if let dependency = records[index].extras?.dependsOn, let dependencySlot = self.slot(of: dependency),
                dependencySlot != slot, let dependencyStatus = records[Int(dependencySlot)].status,
                dependencyStatus != .completed {
                 dependents[dependencySlot, default: []].append(slot)
@@ -106,7 +102,9 @@ extension QueueIndex {
                     records[index].placement = .waiting
                 }
             } else {
-                lanes[lane].heaps.with(records[index].priority) { $0.insert(slot, positions: &heapPositions) }
+                // The priority read first: read inside the call, it costs a copy of the record.
+                let priority = records[index].priority
+                lanes[lane].heaps.with(priority) { $0.insert(slot, positions: &heapPositions) }
                 records[index].placement = .ready
             }
         }
@@ -142,16 +140,16 @@ extension QueueIndex {
     /// in the backoff heap while its head waits for `nextAttemptAt`, else in the ready heap. A
     /// lane already ready keeps its turn (a write joining its tail must not send it to the back).
     mutating func reschedule(lane number: UInt32) {
-        let lane = lanes[Int(number)]
+        // Read in place: a copy of the lane would retain its key and four heap arrays.
         let wanted: Schedule
-        if lane.inFlight > 0 {
+        if lanes[Int(number)].inFlight > 0 {
             wanted = .none
-        } else if let head = lane.heaps.head {
+        } else if let head = lanes[Int(number)].heaps.head {
             wanted = records[Int(head)].nextAttemptAt == Self.none ? .ready : .backoff
         } else {
             wanted = .none
         }
-        if wanted == .ready && lane.schedule == .ready { return }
+        if wanted == .ready && lanes[Int(number)].schedule == .ready { return }
         leaveSchedule(lane: number)
         if wanted != .none { join(wanted, lane: number) }
     }
@@ -211,6 +209,15 @@ extension QueueIndex {
     mutating func compact() {
         records.removeAll { $0.status == nil }
         tombstones = 0
+        let slots = (0..<Int32(records.count))
+        ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.tableHash })
+        rebuildLanes()
+    }
+
+    /// Rebuilds counts, lane heaps, schedules and dependencies from the records' statuses
+    /// alone, in creation order (tombstones are skipped).
+    mutating func rebuildLanes() {
         heapPositions = [Int32](repeating: -1, count: records.count)
         dependents = [:]
         statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
@@ -223,8 +230,6 @@ extension QueueIndex {
             lanePositions[lane] = -1
         }
         let slots = (0..<Int32(records.count))
-        ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.tableHash })
         for slot in slots {
             let index = Int(slot)
             records[index].placement = .none
@@ -235,7 +240,7 @@ extension QueueIndex {
                 if !status.isFinished { lanes[lane].unfinished += 1 }
             }
         }
-        for slot in slots { place(slot) }
+        for slot in slots where records[Int(slot)].status != nil { place(slot) }
         oldestUnfinishedHint = 0
         advanceOldestUnfinishedHint()
         lanesToWake.formUnion(0..<UInt32(origins.count))

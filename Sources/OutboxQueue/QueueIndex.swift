@@ -341,26 +341,29 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
 
     /// An operation made ready to insert away from the index, on any thread (recovery makes
     /// them on its reading threads): its key parsed and both table hashes computed, the fields
-    /// the index does not keep dropped. Inserting it then only probes and stores.
+    /// the index does not keep dropped. Inserting it then only probes and stores. A million
+    /// restored operations mostly hold no reference at all (a UUID key, no tag, no ordering
+    /// key, no error, and no origin of their own: see `origin`).
     public struct Insertion: Sendable {
         public let id: UUID
         let idHash: Int
         let key: IndexedKey
         let keyHash: Int
-        let origin: Origin
+        /// nil only in recovery: the origin of the operation restored before it (records of
+        /// one origin come in runs, and not copying it saves a reference count per record).
+        let origin: Origin?
         let priority: OperationPriority
         let tag: String?
         let dependsOn: UUID?
         let createdAt: Int64
         let orderingKey: String?
-        let state: OperationState
+        let state: IndexedState
 
-        /// The operation's fields, as for `insert(id:origin:...)`.
-        public init(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority, tag: String?,
-                    dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: OperationState) {
+        private init(id: UUID, key: IndexedKey, origin: Origin?, priority: OperationPriority, tag: String?,
+                     dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: IndexedState) {
             self.id = id
             idHash = QueueIndex.hash(id)
-            key = IndexedKey(idempotencyKey)
+            self.key = key
             keyHash = key.tableHash
             self.origin = origin
             self.priority = priority
@@ -371,31 +374,91 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             self.state = state
         }
 
+        /// The operation's fields, as for `insert(id:origin:...)`.
+        public init(id: UUID, origin: Origin, idempotencyKey: String, priority: OperationPriority, tag: String?,
+                    dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: OperationState) {
+            self.init(id: id, key: IndexedKey(idempotencyKey), origin: origin, priority: priority, tag: tag,
+                      dependsOn: dependsOn, createdAt: createdAt, orderingKey: orderingKey, state: IndexedState(state))
+        }
+
         /// `operation` in `state`.
         public init(_ operation: OperationSnapshot, state: OperationState) {
             self.init(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
                       priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
                       createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state)
         }
+
+        /// A `created` record's fields for `restore(_:locator:)`, the key as its UTF-8 bytes;
+        /// `origin` nil: the one of the operation restored before.
+        public init(id: UUID, idempotencyKey: UnsafeRawBufferPointer, origin: Origin?, priority: OperationPriority,
+                    tag: String?, dependsOn: UUID?, createdAt: Int64, orderingKey: String?, state: IndexedState) {
+            self.init(id: id, key: IndexedKey(utf8: idempotencyKey), origin: origin, priority: priority, tag: tag,
+                      dependsOn: dependsOn, createdAt: createdAt, orderingKey: orderingKey, state: state)
+        }
+    }
+
+    /// A state as the index keeps it: no stored responses, the error cut to `maxErrorLength`
+    /// characters (done where the state is made: recovery makes a million on its reading threads).
+    public struct IndexedState: Sendable {
+        let status: OperationStatus
+        let retryCount: UInt32
+        let lastAttemptAt: Int64
+        let nextAttemptAt: Int64
+        let lastError: String?
+
+        public init(status: OperationStatus, retryCount: Int, lastAttemptAt: Int64?, nextAttemptAt: Int64?, lastError: String?) {
+            self.status = status
+            self.retryCount = UInt32(clamping: retryCount)
+            self.lastAttemptAt = lastAttemptAt ?? QueueIndex.none
+            self.nextAttemptAt = nextAttemptAt ?? QueueIndex.none
+            self.lastError = lastError.map { $0.count > QueueIndex.maxErrorLength ? String($0.prefix(QueueIndex.maxErrorLength)) : $0 }
+        }
+
+        init(_ state: OperationState) {
+            self.init(status: state.status, retryCount: state.retryCount, lastAttemptAt: state.lastAttemptAt,
+                      nextAttemptAt: state.nextAttemptAt, lastError: state.lastError)
+        }
     }
 
     /// Adds a prepared operation (see `insert(id:origin:...)` for the order to keep).
     public mutating func insert(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
-        let id = insertion.id, key = insertion.key
-        guard slot(of: id, hash: insertion.idHash) == nil else { throw .duplicateID(id) }
-        guard slot(ofKey: key, hash: insertion.keyHash) == nil else { throw .duplicateKey(key.string) }
-        let laneNumber = intern(insertion.origin, orderingKey: insertion.orderingKey)
-        lanes[Int(laneNumber)].members += 1
+        guard let origin = insertion.origin else { throw .unknownOrigin(insertion.id) }
+        try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, keyHash: insertion.keyHash)
+        // The lane first, on its own: as an argument of `record`, its mutation of `self` while
+        // `record` borrows it would make the compiler copy the whole index.
+        let lane = intern(origin, orderingKey: insertion.orderingKey)
+        let slot = append(record(insertion, lane: lane, locator: locator), idHash: insertion.idHash, keyHash: insertion.keyHash)
+        apply(insertion.state, to: slot)
+    }
+
+    /// The record of `insertion`, in no lane structure and without a status yet.
+    func record(_ insertion: Insertion, lane: UInt32, locator: Locator) -> Record {
+        Record(id: insertion.id, sequence: nextSequence, createdAt: insertion.createdAt, tag: insertion.tag,
+               key: insertion.key, dependsOn: insertion.dependsOn, priority: insertion.priority, lane: lane, locator: locator)
+    }
+
+    /// Throws when the id or the key is indexed already.
+    func checkNew(_ id: UUID, idHash: Int, key: IndexedKey, keyHash: Int) throws(QueueIndexError) {
+        guard slot(of: id, hash: idHash) == nil else { throw .duplicateID(id) }
+        guard slot(ofKey: key, hash: keyHash) == nil else { throw .duplicateKey(key.string) }
+    }
+
+    /// Appends a new record (in no lane structure yet) to the records, its lane and both
+    /// tables, and returns its slot.
+    mutating func append(_ record: consuming Record, idHash: Int, keyHash: Int) -> Int32 {
+        lanes[Int(record.lane)].members += 1
         let slot = Int32(records.count)
-        records.append(Record(id: id, sequence: nextSequence, createdAt: insertion.createdAt, tag: insertion.tag, key: key,
-                              dependsOn: insertion.dependsOn, priority: insertion.priority, lane: laneNumber, locator: locator))
+        records.append(record)
         heapPositions.append(-1)
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
-        ids.insert(slot, hash: insertion.idHash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.insert(slot, hash: insertion.keyHash, hashOf: { [records] in records[Int($0)].key.tableHash })
-        apply(insertion.state, to: slot)
+        // Made only when a table must grow: the capture costs a retain and a release.
+        if ids.isFull { ids.grow(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
+        if keys.isFull { keys.grow(hashOf: { [records] in records[Int($0)].key.tableHash }) }
+        ids.insert(slot, hash: idHash)
+        keys.insert(slot, hash: keyHash)
+        return slot
     }
 
     /// Records a new state for operation `id` (and a new locator, when the storage moved it).
@@ -410,7 +473,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     public mutating func update(_ id: UUID, state: OperationState, relocate: (inout Locator) -> Void) -> Bool {
         guard let slot = slot(of: id) else { return false }
         relocate(&records[Int(slot)].locator)
-        apply(state, to: slot)
+        apply(IndexedState(state), to: slot)
         return true
     }
 
@@ -421,16 +484,22 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard let slot = slot(of: id) else { return nil }
         let removed = entry(at: slot)
         setStatus(nil, of: slot)
-        ids.remove(slot, hash: Self.hash(id), hashOf: { [records] in Self.hash(records[Int($0)].id) })
+        forget(slot, hash: Self.hash(id))
+        replaceDependents(of: slot)
+        if tombstones > 1024, tombstones > count { compact() }
+        return removed
+    }
+
+    /// Makes the record at `slot` (its status already nil) a tombstone: out of both tables,
+    /// its strings dropped, one member less in its lane.
+    mutating func forget(_ slot: Int32, hash: Int) {
+        ids.remove(slot, hash: hash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
         keys.remove(slot, hash: records[Int(slot)].key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
         records[Int(slot)].tag = nil
         records[Int(slot)].lastError = nil
         records[Int(slot)].key = .text("")
         tombstones += 1
-        replaceDependents(of: slot)
         release(lane: records[Int(slot)].lane)
-        if tombstones > 1024, tombstones > count { compact() }
-        return removed
     }
 
     /// The operation with this id.
@@ -518,19 +587,26 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     }
 
     private mutating func intern(_ origin: Origin, orderingKey: String?) -> UInt32 {
-        let originNumber: UInt32
-        if let last = lastOrigin, origins[Int(last)] == origin {
-            originNumber = last
-        } else if let known = originNumbers[origin] {
-            originNumber = known
+        lane(of: intern(origin), orderingKey: orderingKey)
+    }
+
+    /// The number of `origin`, made when it is new (with its default lane).
+    mutating func intern(_ origin: Origin) -> UInt32 {
+        if let last = lastOrigin, origins[Int(last)] == origin { return last }
+        if let known = originNumbers[origin] {
             lastOrigin = known
-        } else {
-            originNumber = UInt32(origins.count)
-            origins.append(origin)
-            originNumbers[origin] = originNumber
-            lastOrigin = originNumber
-            originLanes.append(OriginLanes(defaultLane: newLane(origin: originNumber, orderingKey: nil)))
+            return known
         }
+        let originNumber = UInt32(origins.count)
+        origins.append(origin)
+        originNumbers[origin] = originNumber
+        lastOrigin = originNumber
+        originLanes.append(OriginLanes(defaultLane: newLane(origin: originNumber, orderingKey: nil)))
+        return originNumber
+    }
+
+    /// The lane of origin number `originNumber` and `orderingKey`, made when it is new.
+    mutating func lane(of originNumber: UInt32, orderingKey: String?) -> UInt32 {
         guard let orderingKey else { return originLanes[Int(originNumber)].defaultLane }
         let name = LaneName(origin: originNumber, orderingKey: orderingKey)
         if let lane = laneNumbers[name] { return lane }
@@ -551,7 +627,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
 
     /// Drops one member from `lane`; a keyed lane left with none is released, so a key used
     /// once costs nothing once its operations are gone. Default lanes stay.
-    private mutating func release(lane: UInt32) {
+    mutating func release(lane: UInt32) {
         lanes[Int(lane)].members -= 1
         guard lanes[Int(lane)].members == 0, let orderingKey = lanes[Int(lane)].orderingKey else { return }
         laneNumbers[LaneName(origin: lanes[Int(lane)].origin, orderingKey: orderingKey)] = nil

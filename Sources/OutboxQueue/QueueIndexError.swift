@@ -8,4 +8,6 @@ public enum QueueIndexError: Error, Sendable, Equatable {
     case duplicateKey(String)
     /// No operation with this id is indexed.
     case unknownID(UUID)
+    /// Restored without an origin of its own, and no operation restored before it had one.
+    case unknownOrigin(UUID)
 }

@@ -24,11 +24,16 @@ struct SlotTable: Sendable {
         }
     }
 
-    /// Adds `slot` (not already present); `hashOf` gives any stored slot's hash for growing.
-    mutating func insert(_ slot: Int32, hash: Int, hashOf: (Int32) -> Int) {
-        if (count + 1) * 2 > buckets.count {
-            rebuild(capacityFor: count + 1, slots: buckets.filter { $0 != Self.empty }, hashOf: hashOf)
-        }
+    /// True when one more member would take the load above ½: `grow` before inserting.
+    var isFull: Bool { (count + 1) * 2 > buckets.count }
+
+    /// Doubles the buckets; `hashOf` gives any stored slot's hash.
+    mutating func grow(hashOf: (Int32) -> Int) {
+        rebuild(capacityFor: count + 1, slots: buckets.filter { $0 != Self.empty }, hashOf: hashOf)
+    }
+
+    /// Adds `slot` (not already present) to a table that is not full.
+    mutating func insert(_ slot: Int32, hash: Int) {
         place(slot, hash: hash)
         count += 1
     }

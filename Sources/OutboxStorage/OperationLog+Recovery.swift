@@ -55,6 +55,18 @@ extension OperationLog {
                  readers: recoveryReaders, prepare: prepare, visit: visit)
     }
 
+    /// The leanest recovery: `prepare` gets every record as a `RecoveryRecord` (bytes, not
+    /// strings; valid only during the call) on the reading threads and keeps what it needs;
+    /// `visit` gets the results in log order on the calling thread. `reserve` is called first,
+    /// with about how many records the segments hold (see ``RecoveryEvent/expect(records:)``).
+    public static func open<Prepared: Sendable>(directory: String, options: Options = .init(), logger: Logger,
+                                                reserve: (Int) -> Void,
+                                                prepare: @escaping @Sendable (borrowing RecoveryRecord) -> Prepared,
+                                                visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
+        try open(directory: directory, options: options, logger: logger, readers: recoveryReaders,
+                 reserve: reserve, prepare: prepare, visit: visit)
+    }
+
     /// Threads that read segments during recovery: one per core, at least two (one can wait on
     /// the disk while the other decodes), at most four (the consumer, building the index on the
     /// calling thread, is the bottleneck well before that).
@@ -64,20 +76,40 @@ extension OperationLog {
     static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, requestFields: Bool, readers: Int,
                                          prepare: @escaping @Sendable (RecoveryEvent) -> Prepared,
                                          visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
+        // A `created` record without an origin (which `decodeRecord` never makes) is skipped.
+        try open(directory: directory, options: options, logger: logger, readers: readers,
+                 reserve: { visit(prepare(.expect(records: $0))) },
+                 prepare: { record in recoveryEvent(record, requestFields: requestFields).map(prepare) },
+                 visit: { prepared in if let prepared { visit(prepared) } })
+    }
+
+    /// Recovery of `RecoveryRecord`s with `readers` reading threads.
+    static func open<Prepared: Sendable>(directory: String, options: Options, logger: Logger, readers: Int,
+                                         reserve: (Int) -> Void,
+                                         prepare: @escaping @Sendable (borrowing RecoveryRecord) -> Prepared,
+                                         visit: (Prepared) -> Void) throws(StorageError) -> OperationLog {
         try makeDirectory(directory)
         let names = try segmentNames(in: directory, logger: logger)
-        visit(prepare(.expect(records: estimatedRecords(names, in: directory))))
+        reserve(estimatedRecords(names, in: directory))
         var files: [UInt32: SegmentFile] = [:]
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
         try SegmentPipeline<Prepared, (SegmentFile, Int64)?>.run(
             count: names.count, workers: readers,
             work: { (index, emit) throws(StorageError) in
+                // Per segment: its first `created` record always carries its origin as changed,
+                // so a consumer following `originChanged` is right at every segment boundary.
                 var origins = OriginTable()
                 return try recoverSegment(names[index], in: directory, logger: logger) { type, payload, location in
-                    guard let event = recoveryEvent(type: type, payload: payload, location: location, origins: &origins,
-                                                    requestFields: requestFields) else { return false }
-                    emit(prepare(event))
+                    // A payload that does not parse is not swallowed: the segment's scan
+                    // counts it and logs `storage_records_skipped` (it may not even hold an id).
+                    let record: RecoveryRecord
+                    do {
+                        record = try RecordCodec.decodeRecord(type: type, payload: payload, location: location, origins: &origins)
+                    } catch {
+                        return false
+                    }
+                    emit(prepare(record))
                     return true
                 }
             },
@@ -101,26 +133,17 @@ extension OperationLog {
                             cursor: cursor, diskBytes: diskBytes)
     }
 
-    /// The event of one checksummed record, or nil when its payload does not parse (not
-    /// swallowed: the segment's scan counts it and logs `storage_records_skipped`; the payload
-    /// may not even hold an id to name).
-    private static func recoveryEvent(type: UInt8, payload: UnsafeRawBufferPointer, location: RecordLocation,
-                                      origins: inout OriginTable, requestFields: Bool) -> RecoveryEvent? {
-        let summary: RecordCodec.Summary
-        do {
-            summary = try RecordCodec.decodeSummary(type: type, payload: payload, origins: &origins,
-                                                    requestFields: requestFields)
-        } catch {
-            return nil
-        }
-        switch summary {
-        case .created(var operation):
-            operation.state = RecoveryBuilder.withoutBodies(operation.state)
-            return .created(operation, location)
-        case .updated(let id, let state):
-            return .updated(id, RecoveryBuilder.withoutBodies(state), location)
-        case .deleted(let id):
-            return .deleted(id)
+    /// The event of one record (states without response or conflict bodies); nil for a
+    /// `created` record without an origin.
+    private static func recoveryEvent(_ record: borrowing RecoveryRecord, requestFields: Bool) -> RecoveryEvent? {
+        switch record.kind {
+        case .created:
+            guard let snapshot = record.snapshot(requestFields: requestFields) else { return nil }
+            return .created(snapshot, record.location)
+        case .updated:
+            return .updated(record.id, record.state(), record.location)
+        case .deleted:
+            return .deleted(record.id)
         }
     }
 
@@ -274,12 +297,5 @@ struct RecoveryBuilder {
         slots = [:]
         removed = []
         return operations
-    }
-
-    static func withoutBodies(_ state: OperationState) -> OperationState {
-        var state = state
-        state.response = nil
-        state.conflict = nil
-        return state
     }
 }

@@ -130,16 +130,22 @@ enum RecordCodec {
             var reader = ByteReader(payload)
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
-                var origins = OriginTable()
-                let created = try decodeCreatedPrefix(&reader, origins: &origins)
-                var state = try decodeLightState(&reader)
+                let prefix = try decodeCreatedPrefix(&reader)
+                var state = try decodeLightState(&reader).state
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
                 try decodeHeavyState(&reader, into: &state)
+                let created = OperationSnapshot(
+                    id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
+                    method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
+                    idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
+                    priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
+                    createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
+                    state: OperationState())
                 return .created(OperationRequest(created, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
-                var state = try decodeLightState(&reader)
+                var state = try decodeLightState(&reader).state
                 try decodeHeavyState(&reader, into: &state)
                 return .updated(id, state)
             case .deleted:
@@ -166,18 +172,41 @@ enum RecordCodec {
     /// value (and so its strings) between all operations of an origin.
     static func decodeSummary(type: UInt8, payload: UnsafeRawBufferPointer, origins: inout OriginTable,
                               requestFields: Bool = true) throws(Malformed) -> Summary {
+        let location = RecordLocation(segment: 0, offset: 0, length: 0)
+        let record = try decodeRecord(type: type, payload: payload, location: location, origins: &origins)
+        switch record.kind {
+        case .created:
+            guard let snapshot = record.snapshot(requestFields: requestFields, withBodies: true) else { throw Malformed() }
+            return .created(snapshot)
+        case .updated:
+            return .updated(record.id, record.state(withBodies: true))
+        case .deleted:
+            return .deleted(record.id)
+        }
+    }
+
+    /// Decodes the fields that precede headers and bodies into a record whose variable-length
+    /// fields point into `payload` (see `RecoveryRecord`). The origin is looked up last, once
+    /// the whole record parsed: `origins` then only ever saw records that recovery keeps.
+    static func decodeRecord(type: UInt8, payload: UnsafeRawBufferPointer, location: RecordLocation,
+                             origins: inout OriginTable) throws(Malformed) -> RecoveryRecord {
         do {
             var reader = ByteReader(payload)
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
-                var created = try decodeCreatedPrefix(&reader, origins: &origins, requestFields: requestFields)
-                created.state = try decodeLightState(&reader)
-                return .created(created)
+                let prefix = try decodeCreatedPrefix(&reader)
+                let state = try decodeLightState(&reader)
+                let (origin, changed) = origins.origin(scheme: prefix.scheme, port: prefix.port, host: prefix.host)
+                return RecoveryRecord(
+                    kind: .created, id: prefix.id, location: location, createdAt: prefix.createdAt, priority: prefix.priority,
+                    dependsOn: prefix.dependsOn, origin: origin, originChanged: changed, method: prefix.method,
+                    target: prefix.target, idempotencyKey: prefix.idempotencyKey, fingerprint: prefix.fingerprint,
+                    tag: prefix.tag, orderingKey: prefix.orderingKey, state: state)
             case .updated:
                 let id = try reader.uuid()
-                return .updated(id, try decodeLightState(&reader))
+                return RecoveryRecord(kind: .updated, id: id, location: location, state: try decodeLightState(&reader))
             case .deleted:
-                return .deleted(try reader.uuid())
+                return RecoveryRecord(kind: .deleted, id: try reader.uuid(), location: location)
             case nil:
                 throw Malformed()
             }
@@ -192,11 +221,24 @@ enum RecordCodec {
         do { return try reader.uuid() } catch { throw Malformed() }
     }
 
-    /// The fields before the state; the snapshot's state is the caller's to fill in.
-    /// Without `requestFields`, method, target and fingerprint are skipped and left empty
-    /// (an index rebuilt at startup never keeps them, and a million of them cost time).
-    private static func decodeCreatedPrefix(_ reader: inout ByteReader, origins: inout OriginTable,
-                                            requestFields: Bool = true) throws -> OperationSnapshot {
+    /// The fields of a `created` record before its state, as bytes in the payload.
+    private struct CreatedPrefix {
+        var id: UUID
+        var createdAt: Int64
+        var priority: OperationPriority
+        var dependsOn: UUID?
+        var scheme: Origin.Scheme
+        var port: Int
+        var host: UnsafeRawBufferPointer
+        var method: UnsafeRawBufferPointer
+        var target: UnsafeRawBufferPointer
+        var idempotencyKey: UnsafeRawBufferPointer
+        var fingerprint: UnsafeRawBufferPointer
+        var tag: UnsafeRawBufferPointer?
+        var orderingKey: UnsafeRawBufferPointer?
+    }
+
+    private static func decodeCreatedPrefix(_ reader: inout ByteReader) throws -> CreatedPrefix {
         let id = try reader.uuid()
         let createdAt = try reader.i64()
         guard let priority = OperationPriority(rawValue: Int(try reader.u8())) else { throw Malformed() }
@@ -204,37 +246,31 @@ enum RecordCodec {
         let dependsOn = flags & 2 != 0 ? try reader.uuid() : nil
         let scheme: Origin.Scheme = try reader.u8() == 1 ? .https : .http
         let port = Int(try reader.u16())
-        let origin = origins.origin(scheme: scheme, port: port, host: try reader.blobBytes())
-        let method = requestFields ? try reader.string() : ""
-        let target = requestFields ? try reader.string() : ""
-        if !requestFields {
-            _ = try reader.blobBytes()
-            _ = try reader.blobBytes()
-        }
-        let idempotencyKey = try reader.string()
-        let fingerprint = requestFields ? try reader.blob() : []
-        if !requestFields { _ = try reader.blobBytes() }
-        let tag = flags & 1 != 0 ? try reader.string() : nil
-        let orderingKey = flags & 4 != 0 ? try reader.string() : nil
+        let host = try reader.blobBytes()
+        let method = try reader.blobBytes()
+        let target = try reader.blobBytes()
+        let idempotencyKey = try reader.blobBytes()
+        let fingerprint = try reader.blobBytes()
+        let tag = flags & 1 != 0 ? try reader.blobBytes() : nil
+        let orderingKey = flags & 4 != 0 ? try reader.blobBytes() : nil
         // The body's length, in the layout so that a reader can size the body before reaching
         // it; no reader needs it yet.
         _ = try reader.u32()
-        return OperationSnapshot(
-            id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
-            fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
-            createdAt: createdAt, orderingKey: orderingKey, state: OperationState())
+        return CreatedPrefix(id: id, createdAt: createdAt, priority: priority, dependsOn: dependsOn, scheme: scheme,
+                             port: port, host: host, method: method, target: target, idempotencyKey: idempotencyKey,
+                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey)
     }
 
-    private static func decodeLightState(_ reader: inout ByteReader) throws -> OperationState {
+    private static func decodeLightState(_ reader: inout ByteReader) throws -> RecoveryRecord.LightState {
         guard let status = status(try reader.u8()) else { throw Malformed() }
         let flags = try reader.u8()
-        var state = OperationState(status: status, retryCount: Int(try reader.i64()))
+        var state = RecoveryRecord.LightState(status: status, retryCount: Int(try reader.i64()))
         if flags & 1 != 0 { state.lastAttemptAt = try reader.i64() }
         if flags & 2 != 0 { state.nextAttemptAt = try reader.i64() }
-        if flags & 4 != 0 { state.lastError = try reader.string() }
+        if flags & 4 != 0 { state.lastError = try reader.blobBytes() }
         // The heavy part is read later (or never, in recovery); remember what it holds.
-        if flags & 8 != 0 { state.response = StoredResponse(status: 0, headers: HTTPHeaders(), body: []) }
-        if flags & 16 != 0 { state.conflict = StoredResponse(status: 0, headers: HTTPHeaders(), body: []) }
+        state.hasResponse = flags & 8 != 0
+        state.hasConflict = flags & 16 != 0
         return state
     }
 

@@ -121,8 +121,11 @@ final class SegmentPipeline<Item: Sendable, Outcome: Sendable>: @unchecked Senda
                     let chunk = feeds[segment].chunks.removeFirst()
                     condition.broadcast()
                     condition.unlock()
-                    // By index, not `for in`: the iterator would hand out a copy of every item.
-                    for index in chunk.indices { consume(chunk[index]) }
+                    // Through the buffer, not `for in` or the array's subscript: both hand out
+                    // a copy of every item (and destroy it after).
+                    chunk.withUnsafeBufferPointer { items in
+                        for index in items.indices { consume(items[index]) }
+                    }
                     continue
                 }
                 // The outcome is set after the last chunk was handed over: nothing is left.

@@ -29,6 +29,23 @@ import Testing
         }
     }
 
+    /// Records of a kilobyte and more are checksummed in blocks of three interleaved streams:
+    /// every length around those blocks' edges, one and several rounds, agrees with the table.
+    @Test func hardwareAndPortableCRCAgree_OverLengthsOfSeveralInterleavedBlocks() {
+        let bytes = (0..<5000).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 7) }
+        bytes.withUnsafeBytes { raw in
+            var lengths = Array(stride(from: 0, through: raw.count - 3, by: 97))
+            for round in 1...4 { lengths += (-9...9).map { round * 384 + $0 } }
+            for start in [0, 1, 3] {
+                for length in lengths {
+                    let base = raw.baseAddress.map { $0 + start }
+                    #expect(csystem_crc32c(0, base, length) == csystem_crc32c_portable(0, base, length), "length \(length) at \(start)")
+                }
+            }
+            #expect(csystem_crc32c(0xDEAD_BEEF, raw.baseAddress, 4000) == csystem_crc32c_portable(0xDEAD_BEEF, raw.baseAddress, 4000))
+        }
+    }
+
     @Test func everyRecordTypeRoundTripsThroughTheLog_AndRecoveryKeepsTheLatestState() async throws {
         let directory = try StorageTestDirectory()
         let (log, recovered) = try StorageSamples.open(directory)
