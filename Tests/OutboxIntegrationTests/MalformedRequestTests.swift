@@ -70,7 +70,7 @@ struct MalformedRequestTests {
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.config)
         let client = try outbox.connect()
         try client.send(input.bytes)
-        let response = try client.readResponse(timeout: .seconds(5))
+        let response = try client.readResponse(timeout: .seconds(30))
         expectErrorResponse(response, status: input.status, from: outbox)
         if (400..<500).contains(input.status) {
             #expect(response.announcesClose, "a 4xx for a bad request must say Connection: close\n\(response)")
@@ -92,7 +92,7 @@ struct MalformedRequestTests {
         let started = ContinuousClock.now
         let client = try outbox.connect()
         try client.send("GET /slow-head HTTP/1.1\r\nHost: h\r\n")
-        let response = try client.readResponse(timeout: .seconds(5))
+        let response = try client.readResponse(timeout: .seconds(30))
         let elapsed = ContinuousClock.now - started
         expectErrorResponse(response, status: 408, from: outbox)
         #expect(elapsed >= .seconds(Self.headerTimeoutSeconds), "408 after \(elapsed), before headerTimeoutSeconds (\(Self.headerTimeoutSeconds) s)")

@@ -143,7 +143,7 @@ final class RawClient {
 
     /// True when the peer closes (or resets) the connection within `timeout` without sending
     /// anything more.
-    func waitForClose(timeout: Duration = .seconds(5)) -> Bool {
+    func waitForClose(timeout: Duration = .seconds(30)) -> Bool {
         reader.waitForClose(deadline: Deadline(after: timeout))
     }
 
