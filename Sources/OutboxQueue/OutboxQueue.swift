@@ -24,6 +24,12 @@ public final class OutboxQueue: Sendable {
     /// readers see them until the record (and its location) takes over.
     private let unwritten = Mutex<[UUID: (serial: UInt64, state: OperationState)]>([:])
     private let serials = Atomic<UInt64>(0)
+    /// Requests read ahead (`readAhead(after:)`) for the operation a lane delivers next, taken
+    /// by `nextWork`. A stored request never changes, so an entry cannot go stale; one whose
+    /// operation went elsewhere (deleted, overtaken) is only memory, and the map is emptied
+    /// when it reaches `readAheadLimit`.
+    private let readAhead = Mutex<[UUID: OperationRequest]>([:])
+    private static let readAheadLimit = 64
     package let reachability: Reachability
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
@@ -512,6 +518,9 @@ extension OutboxQueue: ReplaySource {
         switch step.next {
         case .deliver(let id):
             guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
+            if let request = readAhead.withLock({ $0.removeValue(forKey: id) }) {
+                return .attempt(id, request, entry.state)
+            }
             do {
                 return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
             } catch {
@@ -562,6 +571,24 @@ extension OutboxQueue: ReplaySource {
 
     package func hasWork(for origin: Origin, now: Int64) -> Bool {
         index.withLock { $0.hasWork(origin: origin, now: now) }
+    }
+
+    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `nextWork`
+    /// finds it in memory: the read leaves the time between one response and the next
+    /// request. A failed read is left to `nextWork`, which reads again and reports it.
+    package func readAhead(after id: UUID) {
+        guard let (next, locator) = index.withLock({ $0.upNext(after: id) }),
+              readAhead.withLock({ $0[next] == nil }) else { return }
+        let request: OperationRequest
+        do {
+            request = try log.readRequest(at: locator.created)
+        } catch {
+            return
+        }
+        readAhead.withLock { map in
+            if map.count >= Self.readAheadLimit { map.removeAll() }
+            map[next] = request
+        }
     }
 
     /// Applies and writes `state`; wakes the lanes it changed except those of `spared`, whose

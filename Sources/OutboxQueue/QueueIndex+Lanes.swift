@@ -27,6 +27,15 @@ extension QueueIndex {
         return LaneStep(next: lanesOfOrigin.active > 0 ? .busy : .idle, dependencyFailed: doomed)
     }
 
+    /// The operation `id`'s lane holds at its head while `id` is in flight, with its locator:
+    /// what the lane delivers next if `id`'s attempt ends and nothing of higher priority
+    /// arrives. Only a guess to read ahead with: `nextReady` still decides. Nil when `id` is
+    /// unknown or its lane has nothing else ready.
+    public func upNext(after id: UUID) -> (id: UUID, locator: Locator)? {
+        guard let slot = slot(of: id), let head = lanes[Int(records[Int(slot)].lane)].heaps.head, head != slot else { return nil }
+        return (records[Int(head)].id, records[Int(head)].locator)
+    }
+
     /// Whether some lane of `origin` could deliver at `now` (ready, or its backoff over), or
     /// has operations to fail behind a failed dependency: what one more replay slot would do.
     public func hasWork(origin: Origin, now: Int64) -> Bool {

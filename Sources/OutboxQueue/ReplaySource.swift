@@ -23,6 +23,10 @@ package protocol ReplaySource: Sendable {
     /// Whether one more attempt of `origin` could start at `now`: some lane's head is ready
     /// or due, or an operation waits to be failed behind its dependency.
     func hasWork(for origin: Origin, now: Int64) -> Bool
+    /// Called while `id`'s attempt is in flight: the source may read ahead what `id`'s lane
+    /// delivers next, so that `nextWork` answers from memory. Never changes what `nextWork`
+    /// answers, only how fast.
+    func readAhead(after id: UUID)
     /// Origins with operations that are not finished.
     var originsWithWork: [Origin] { get }
     var forcedOffline: Bool { get }
@@ -39,6 +43,9 @@ extension ReplaySource {
                             written: @escaping @Sendable () -> Void) {
         recordSoon(id, state, written: written)
     }
+
+    /// A source that reads nothing ahead.
+    package func readAhead(after id: UUID) {}
 
     /// A source that cannot tell says yes: the replayer then looks with `nextWork`.
     package func hasWork(for origin: Origin, now: Int64) -> Bool { true }

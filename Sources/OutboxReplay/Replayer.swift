@@ -9,6 +9,19 @@ import OutboxTelemetry
 package protocol ReplayTransport: Sendable {
     func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
               maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
+    /// `send`, running `whileInFlight` once the request is on its way: work for after the
+    /// response (reading the next request) then overlaps the upstream's.
+    func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+              whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError>
+}
+
+extension ReplayTransport {
+    /// A transport that cannot tell when the request left runs `whileInFlight` first.
+    package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+                      whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
+        whileInFlight()
+        return await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes)
+    }
 }
 
 /// Delivers stored operations: per origin, up to `maxConcurrentPerOrigin` lanes at the same
@@ -286,7 +299,9 @@ public actor Replayer {
         let (id, request, state, inProgress) = (attempt.id, attempt.request, attempt.state, attempt.inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
-        let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)
+        let source = self.source
+        let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes,
+                                       whileInFlight: { source.readAhead(after: id) })
         let finished = now()
         let outcome: AttemptOutcome
         var retryAfter: Double?

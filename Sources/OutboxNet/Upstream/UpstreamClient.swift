@@ -27,6 +27,14 @@ public final class UpstreamClient: Sendable {
 
     public func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
                      maxResponseBytes: Int, purpose: Purpose) async -> Result<CollectedResponse, UpstreamError> {
+        await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes, purpose: purpose, whileInFlight: {})
+    }
+
+    /// `send`, running `whileInFlight` once the request has left: from a loop, the request is
+    /// written at once rather than at the end of the loop's turn, so that `whileInFlight`
+    /// overlaps the upstream's work instead of delaying its start.
+    package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int, purpose: Purpose,
+                      whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
         guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
         // On a loop already (a task preferring `loopExecutor`): start there, now.
         let current = loops.first(where: { $0.loop.isCurrent })
@@ -36,7 +44,13 @@ public final class UpstreamClient: Sendable {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
                 collector.start(origin: origin, head: head, body: body, proxyLoop: state.value, purpose: purpose)
             }
-            if current != nil { begin() } else { state.loop.execute(begin) }
+            if current != nil {
+                begin()
+                state.loop.flushNow()
+            } else {
+                state.loop.execute(begin)
+            }
+            whileInFlight()
         }
     }
 }
