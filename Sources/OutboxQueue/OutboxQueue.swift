@@ -275,6 +275,8 @@ public final class OutboxQueue: Sendable {
     /// close it, and the last one answers with what it found.
     private func latestBodies(of first: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (response: StoredResponse?, conflict: StoredResponse?) {
+        // An attempt in flight has no bodies, and its state is never written (`markInFlight`).
+        if first.status == .inProgress { return (nil, nil) }
         var entry = first
         var found: OperationState?
         for _ in 0..<4 {
@@ -597,14 +599,7 @@ extension OutboxQueue: ReplaySource {
                             written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
-        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
-            // Gone meanwhile (an admin delete): the record below is then ignored at recovery too.
-            guard let entry = index.entry(id) else { return ([], nil) }
-            Self.apply(state, of: id, to: &index, logger: logger)
-            return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
-        }
-        if let lane { announce(id, state, lane: lane) }
-        wake(spared.map { spared in woken.filter { $0 != spared } } ?? woken)
+        applyNow(id, state, sparing: spared)
         log.append(.updated(id, state)) { [self] result in
             switch result {
             case .success(let location):
@@ -623,6 +618,23 @@ extension OutboxQueue: ReplaySource {
             written()
         }
         if state.status.isFinished { notifyDrainWaiters() }
+    }
+
+    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
+        applyNow(id, state, sparing: origin)
+    }
+
+    /// Gives the index `state` and announces it; wakes the lanes it changed except those of
+    /// `spared`.
+    private func applyNow(_ id: UUID, _ state: OperationState, sparing spared: Origin?) {
+        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
+            // Gone meanwhile (an admin delete): a record written for it is then ignored at recovery too.
+            guard let lane = index.lane(of: id) else { return ([], nil) }
+            Self.apply(state, of: id, to: &index, logger: logger)
+            return (index.takeLanesToWake(), lane)
+        }
+        if let lane { announce(id, state, lane: lane) }
+        wake(spared.map { spared in woken.filter { $0 != spared } } ?? woken)
     }
 
     package var originsWithWork: [Origin] {

@@ -27,6 +27,13 @@ extension QueueIndex {
         return LaneStep(next: lanesOfOrigin.active > 0 ? .busy : .idle, dependencyFailed: doomed)
     }
 
+    /// The lane of `id`: its origin and ordering key, without building the whole entry.
+    public func lane(of id: UUID) -> (origin: Origin, orderingKey: String?)? {
+        guard let slot = slot(of: id) else { return nil }
+        let lane = lanes[Int(records[Int(slot)].lane)]
+        return (origins[Int(lane.origin)], lane.orderingKey)
+    }
+
     /// The operation `id`'s lane holds at its head while `id` is in flight, with its locator:
     /// what the lane delivers next if `id`'s attempt ends and nothing of higher priority
     /// arrives. Only a guess to read ahead with: `nextReady` still decides. Nil when `id` is

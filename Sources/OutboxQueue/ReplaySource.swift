@@ -20,6 +20,11 @@ package protocol ReplaySource: Sendable {
     /// that origin's next work itself, so the queue wakes only other origins' lanes (one whose
     /// dependency this step resolved), never `origin`'s, which saves a task and a hop per step.
     func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin, written: @escaping @Sendable () -> Void)
+    /// Applies the `inProgress` state of an attempt the replayer starts on a lane of `origin`
+    /// to the queue only, never to the log: recovery turns `inProgress` back into `pending`,
+    /// so that record would change nothing a restart finds, and the attempt's outcome is
+    /// written anyway. Like the replaying `recordSoon`, it wakes no lane of `origin`.
+    func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin)
     /// Whether one more attempt of `origin` could start at `now`: some lane's head is ready
     /// or due, or an operation waits to be failed behind its dependency.
     func hasWork(for origin: Origin, now: Int64) -> Bool
@@ -42,6 +47,11 @@ extension ReplaySource {
     package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
                             written: @escaping @Sendable () -> Void) {
         recordSoon(id, state, written: written)
+    }
+
+    /// A source without a memory-only state records it like any other.
+    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
+        recordSoon(id, state, replaying: origin, written: {})
     }
 
     /// A source that reads nothing ahead.

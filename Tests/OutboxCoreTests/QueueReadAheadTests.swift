@@ -76,3 +76,45 @@ struct QueueReadAheadTests {
         #expect(nextRequest == requests[2])
     }
 }
+
+/// An attempt's `inProgress` state is the queue's at once (the lane is busy, the admin API shows
+/// it) but never reaches the log: a restart finds the operation as it was before the attempt,
+/// pending, and sends it again.
+@Suite("Queue: an attempt in flight")
+struct QueueInFlightTests {
+    @Test func theLaneIsBusyAndTheStatusShown_ButARestartFindsItPending() async throws {
+        let directory = try StorageTestDirectory()
+        let lines = StorageLogLines()
+        let queue = try QueueEnqueueTests.open(directory, lines: lines)
+        defer { queue.close() }
+        let first = StorageSamples.request(1)
+        let second = StorageSamples.request(2)
+        _ = try await QueueEnqueueTests.enqueue(first, into: queue).get()
+        _ = try await QueueEnqueueTests.enqueue(second, into: queue).get()
+        guard case .attempt(let id, _, let state) = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+            Issue.record("no attempt offered")
+            return
+        }
+        var inProgress = state
+        inProgress.status = .inProgress
+        inProgress.lastAttemptAt = 5
+        queue.markInFlight(id, inProgress, replaying: StorageSamples.origin)
+
+        #expect(queue.counts[.inProgress] == 1)
+        #expect(queue.detail(id)?.0.state.status == .inProgress)
+        guard case .idle = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+            Issue.record("the lane offered a second operation while one is in flight")
+            return
+        }
+        // A later state is written as usual, and is what the restart below finds for `second`.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.recordSoon(second.id, QueueReadAheadTests.state(.failed), written: { continuation.resume() })
+        }
+        // Reopened without closing the first queue: only what is on disk counts.
+        let reopened = try QueueEnqueueTests.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(reopened.counts[.pending] == 1, "the in-flight operation is not pending after a restart")
+        #expect(reopened.counts[.inProgress] == 0)
+        #expect(reopened.counts[.failed] == 1)
+    }
+}

@@ -11,13 +11,15 @@ import Synchronization
 public final class UpstreamClient: Sendable {
     private let loops: [LoopBound<any UpstreamLoop>]
     private let next = Atomic<Int>(0)
-    /// Runs tasks on the first loop: a caller there (the replayer's tasks prefer it) has its
+    /// Run tasks on each loop: a caller on one (a task preferring its executor) has its
     /// exchanges started in place, on that loop, with no hand-over at all.
-    package let loopExecutor: LoopTaskExecutor?
+    package let loopExecutors: [LoopTaskExecutor]
+    /// The first loop's executor.
+    package var loopExecutor: LoopTaskExecutor? { loopExecutors.first }
 
     package init(loops: [LoopBound<any UpstreamLoop>]) {
         self.loops = loops
-        loopExecutor = loops.first.map { LoopTaskExecutor(loop: $0.loop) }
+        loopExecutors = loops.map { LoopTaskExecutor(loop: $0.loop) }
     }
 
     /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
