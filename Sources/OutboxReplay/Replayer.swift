@@ -44,7 +44,10 @@ extension ReplayTransport {
 /// the next work itself); after each step a worker wakes the loop only when another slot could
 /// start something. With an `executor` (an event loop's, in production) every task of the
 /// replayer prefers it, so the actor, the exchange and the response's hand-back stay on one
-/// thread.
+/// thread; with `workerExecutors` (one per event loop) the workers spread over them instead,
+/// each on the one with the fewest, so the lanes in flight use every loop. A lane's order does
+/// not depend on where its worker runs: the queue hands out a lane's next operation only once
+/// the previous one's outcome is in.
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
