@@ -30,6 +30,9 @@ public final class OutboxQueue: Sendable {
     /// when it reaches `readAheadLimit`.
     private let readAhead = Mutex<[UUID: OperationRequest]>([:])
     private static let readAheadLimit = 64
+    /// Larger requests are not read ahead: the map stays a few MiB at most, and for a large
+    /// body the read is a small part of the exchange anyway.
+    private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
@@ -579,7 +582,7 @@ extension OutboxQueue: ReplaySource {
     /// finds it in memory: the read leaves the time between one response and the next
     /// request. A failed read is left to `nextWork`, which reads again and reports it.
     package func readAhead(after id: UUID) {
-        guard let (next, locator) = index.withLock({ $0.upNext(after: id) }),
+        guard let (next, locator) = index.withLock({ $0.upNext(after: id) }), locator.created.length <= Self.readAheadMaxBytes,
               readAhead.withLock({ $0[next] == nil }) else { return }
         let request: OperationRequest
         do {

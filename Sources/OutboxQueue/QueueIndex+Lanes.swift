@@ -35,11 +35,14 @@ extension QueueIndex {
     }
 
     /// The operation `id`'s lane holds at its head while `id` is in flight, with its locator:
-    /// what the lane delivers next if `id`'s attempt ends and nothing of higher priority
+    /// what the origin delivers next if `id`'s attempt ends and nothing of higher priority
     /// arrives. Only a guess to read ahead with: `nextReady` still decides. Nil when `id` is
-    /// unknown or its lane has nothing else ready.
+    /// unknown, its lane has nothing else ready, or another lane of the origin waits for its
+    /// turn (that one goes next, and a guess per waiting lane would hold one request each).
     public func upNext(after id: UUID) -> (id: UUID, locator: Locator)? {
-        guard let slot = slot(of: id), let head = lanes[Int(records[Int(slot)].lane)].heaps.head, head != slot else { return nil }
+        guard let slot = slot(of: id) else { return nil }
+        let lane = lanes[Int(records[Int(slot)].lane)]
+        guard originLanes[Int(lane.origin)].ready.isEmpty, let head = lane.heaps.head, head != slot else { return nil }
         return (records[Int(head)].id, records[Int(head)].locator)
     }
 
