@@ -24,6 +24,15 @@ public final class OutboxQueue: Sendable {
     /// readers see them until the record (and its location) takes over.
     private let unwritten = Mutex<[UUID: (serial: UInt64, state: OperationState)]>([:])
     private let serials = Atomic<UInt64>(0)
+    /// Requests read ahead (`readAhead(after:)`) for the operation a lane delivers next, taken
+    /// by `nextWork`. A stored request never changes, so an entry cannot go stale; one whose
+    /// operation went elsewhere (deleted, overtaken) is only memory, and the map is emptied
+    /// when it reaches `readAheadLimit`.
+    private let readAhead = Mutex<[UUID: OperationRequest]>([:])
+    private static let readAheadLimit = 64
+    /// Larger requests are not read ahead: the map stays a few MiB at most, and for a large
+    /// body the read is a small part of the exchange anyway.
+    private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
@@ -272,6 +281,8 @@ public final class OutboxQueue: Sendable {
     /// close it, and the last one answers with what it found.
     private func latestBodies(of first: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (response: StoredResponse?, conflict: StoredResponse?) {
+        // An attempt in flight has no bodies, and its state is never written (`markInFlight`).
+        if first.status == .inProgress { return (nil, nil) }
         var entry = first
         var found: OperationState?
         for _ in 0..<4 {
@@ -515,6 +526,9 @@ extension OutboxQueue: ReplaySource {
         switch step.next {
         case .deliver(let id):
             guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
+            if let request = readAhead.withLock({ $0.removeValue(forKey: id) }) {
+                return .attempt(id, request, entry.state)
+            }
             do {
                 return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
             } catch {
@@ -567,20 +581,31 @@ extension OutboxQueue: ReplaySource {
         index.withLock { $0.hasWork(origin: origin, now: now) }
     }
 
+    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `nextWork`
+    /// finds it in memory: the read leaves the time between one response and the next
+    /// request. A failed read is left to `nextWork`, which reads again and reports it.
+    package func readAhead(after id: UUID) {
+        guard let (next, locator) = index.withLock({ $0.upNext(after: id) }), locator.created.length <= Self.readAheadMaxBytes,
+              readAhead.withLock({ $0[next] == nil }) else { return }
+        let request: OperationRequest
+        do {
+            request = try log.readRequest(at: locator.created)
+        } catch {
+            return
+        }
+        readAhead.withLock { map in
+            if map.count >= Self.readAheadLimit { map.removeAll() }
+            map[next] = request
+        }
+    }
+
     /// Applies and writes `state`; wakes the lanes it changed except those of `spared`, whose
     /// replayer looks for its next work itself.
     private func recordSoon(_ id: UUID, _ state: OperationState, sparing spared: Origin?,
                             written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
-        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
-            // Gone meanwhile (an admin delete): the record below is then ignored at recovery too.
-            guard let entry = index.entry(id) else { return ([], nil) }
-            Self.apply(state, of: id, to: &index, logger: logger)
-            return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
-        }
-        if let lane { announce(id, state, lane: lane) }
-        wake(spared.map { spared in woken.filter { $0 != spared } } ?? woken)
+        applyNow(id, state, sparing: spared)
         log.append(.updated(id, state)) { [self] result in
             switch result {
             case .success(let location):
@@ -599,6 +624,23 @@ extension OutboxQueue: ReplaySource {
             written()
         }
         if state.status.isFinished { notifyDrainWaiters() }
+    }
+
+    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
+        applyNow(id, state, sparing: origin)
+    }
+
+    /// Gives the index `state` and announces it; wakes the lanes it changed except those of
+    /// `spared`.
+    private func applyNow(_ id: UUID, _ state: OperationState, sparing spared: Origin?) {
+        let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
+            // Gone meanwhile (an admin delete): a record written for it is then ignored at recovery too.
+            guard let lane = index.lane(of: id) else { return ([], nil) }
+            Self.apply(state, of: id, to: &index, logger: logger)
+            return (index.takeLanesToWake(), lane)
+        }
+        if let lane { announce(id, state, lane: lane) }
+        wake(spared.map { spared in woken.filter { $0 != spared } } ?? woken)
     }
 
     package var originsWithWork: [Origin] {

@@ -27,6 +27,25 @@ extension QueueIndex {
         return LaneStep(next: lanesOfOrigin.active > 0 ? .busy : .idle, dependencyFailed: doomed)
     }
 
+    /// The lane of `id`: its origin and ordering key, without building the whole entry.
+    public func lane(of id: UUID) -> (origin: Origin, orderingKey: String?)? {
+        guard let slot = slot(of: id) else { return nil }
+        let lane = lanes[Int(records[Int(slot)].lane)]
+        return (origins[Int(lane.origin)], lane.orderingKey)
+    }
+
+    /// The operation `id`'s lane holds at its head while `id` is in flight, with its locator:
+    /// what the origin delivers next if `id`'s attempt ends and nothing of higher priority
+    /// arrives. Only a guess to read ahead with: `nextReady` still decides. Nil when `id` is
+    /// unknown, its lane has nothing else ready, or another lane of the origin waits for its
+    /// turn (that one goes next, and a guess per waiting lane would hold one request each).
+    public func upNext(after id: UUID) -> (id: UUID, locator: Locator)? {
+        guard let slot = slot(of: id) else { return nil }
+        let lane = lanes[Int(records[Int(slot)].lane)]
+        guard originLanes[Int(lane.origin)].ready.isEmpty, let head = lane.heaps.head, head != slot else { return nil }
+        return (records[Int(head)].id, records[Int(head)].locator)
+    }
+
     /// Whether some lane of `origin` could deliver at `now` (ready, or its backoff over), or
     /// has operations to fail behind a failed dependency: what one more replay slot would do.
     public func hasWork(origin: Origin, now: Int64) -> Bool {

@@ -20,9 +20,18 @@ package protocol ReplaySource: Sendable {
     /// that origin's next work itself, so the queue wakes only other origins' lanes (one whose
     /// dependency this step resolved), never `origin`'s, which saves a task and a hop per step.
     func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin, written: @escaping @Sendable () -> Void)
+    /// Applies the `inProgress` state of an attempt the replayer starts on a lane of `origin`
+    /// to the queue only, never to the log: recovery turns `inProgress` back into `pending`,
+    /// so that record would change nothing a restart finds, and the attempt's outcome is
+    /// written anyway. Like the replaying `recordSoon`, it wakes no lane of `origin`.
+    func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin)
     /// Whether one more attempt of `origin` could start at `now`: some lane's head is ready
     /// or due, or an operation waits to be failed behind its dependency.
     func hasWork(for origin: Origin, now: Int64) -> Bool
+    /// Called while `id`'s attempt is in flight: the source may read ahead what `id`'s lane
+    /// delivers next, so that `nextWork` answers from memory. Never changes what `nextWork`
+    /// answers, only how fast.
+    func readAhead(after id: UUID)
     /// Origins with operations that are not finished.
     var originsWithWork: [Origin] { get }
     var forcedOffline: Bool { get }
@@ -39,6 +48,14 @@ extension ReplaySource {
                             written: @escaping @Sendable () -> Void) {
         recordSoon(id, state, written: written)
     }
+
+    /// A source without a memory-only state records it like any other.
+    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
+        recordSoon(id, state, replaying: origin, written: {})
+    }
+
+    /// A source that reads nothing ahead.
+    package func readAhead(after id: UUID) {}
 
     /// A source that cannot tell says yes: the replayer then looks with `nextWork`.
     package func hasWork(for origin: Origin, now: Int64) -> Bool { true }

@@ -9,6 +9,19 @@ import OutboxTelemetry
 package protocol ReplayTransport: Sendable {
     func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
               maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError>
+    /// `send`, running `whileInFlight` once the request is on its way: work for after the
+    /// response (reading the next request) then overlaps the upstream's.
+    func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+              whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError>
+}
+
+extension ReplayTransport {
+    /// A transport that cannot tell when the request left runs `whileInFlight` first.
+    package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+                      whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
+        whileInFlight()
+        return await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes)
+    }
 }
 
 /// Delivers stored operations: per origin, up to `maxConcurrentPerOrigin` lanes at the same
@@ -31,7 +44,10 @@ package protocol ReplayTransport: Sendable {
 /// the next work itself); after each step a worker wakes the loop only when another slot could
 /// start something. With an `executor` (an event loop's, in production) every task of the
 /// replayer prefers it, so the actor, the exchange and the response's hand-back stay on one
-/// thread.
+/// thread; with `workerExecutors` (one per event loop) the workers spread over them instead,
+/// each on the one with the fewest, so the lanes in flight use every loop. A lane's order does
+/// not depend on where its worker runs: the queue hands out a lane's next operation only once
+/// the previous one's outcome is in.
 public actor Replayer {
     private let source: ReplaySource
     private let client: ReplayTransport
@@ -45,6 +61,11 @@ public actor Replayer {
     private let maxConcurrentPerOrigin: Int
     /// Where the replayer's tasks run, when set (see the type's comment).
     private let executor: (any TaskExecutor)?
+    /// Where the workers run, when set: each starts on the one with the fewest workers, so
+    /// the lanes in flight spread over the event loops, each exchange on its worker's loop.
+    private let workerExecutors: [any TaskExecutor]
+    /// Workers running on each of `workerExecutors`.
+    private var workersOnExecutor: [Int]
     private var running: Set<Origin> = []
     private var parked: [Origin: CheckedContinuation<Void, Never>] = [:]
     private var kicked: Set<Origin> = []
@@ -70,11 +91,15 @@ public actor Replayer {
     ///   backoff is stepped through instead of slept through.
     /// - Parameter maxConcurrentPerOrigin: lanes of one origin delivered at the same time (≥ 1).
     /// - Parameter executor: where the replayer's tasks run; nil: the cooperative pool.
+    /// - Parameter workerExecutors: where the workers (one lane in flight each) run, spread
+    ///   evenly; empty: on `executor`.
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
          unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
          clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8,
-         executor: (any TaskExecutor)? = nil) {
+         executor: (any TaskExecutor)? = nil, workerExecutors: [any TaskExecutor] = []) {
         self.executor = executor
+        self.workerExecutors = workerExecutors
+        workersOnExecutor = [Int](repeating: 0, count: workerExecutors.count)
         self.metrics = metrics
         self.maxConcurrentPerOrigin = max(1, maxConcurrentPerOrigin)
         self.source = source
@@ -156,9 +181,18 @@ public actor Replayer {
                     continue
                 }
                 workers[origin, default: 0] += 1
-                Task(executorPreference: executor) { await self.work(attempt, origin: origin) }
+                let slot = workersOnExecutor.indices.min { workersOnExecutor[$0] < workersOnExecutor[$1] }
+                if let slot { workersOnExecutor[slot] += 1 }
+                Task(executorPreference: slot.map { workerExecutors[$0] } ?? executor) {
+                    await self.work(attempt, origin: origin)
+                    if let slot { await self.workerLeft(slot) }
+                }
             }
         }
+    }
+
+    private func workerLeft(_ slot: Int) {
+        workersOnExecutor[slot] -= 1
     }
 
     /// Whether `origin`'s attempts must not start now: the admin switch says offline, the
@@ -232,12 +266,11 @@ public actor Replayer {
     private func begin(_ id: UUID, _ request: OperationRequest, _ state: OperationState) -> Attempt? {
         guard expiry(of: request, state) == nil else { return nil }
         let inProgress = ReplayTransition.startAttempt(current: state, now: now())
-        // Not counted in the window, whose bound is on what a crash sends again: recovery turns
-        // inProgress back into pending, so on disk or not, this record changes nothing a restart
-        // sends. Until the attempt's outcome is on disk the operation is sent again anyway, as
-        // the one in flight or as one whose outcome the window counts; and the log keeps append
-        // order, so once that outcome is on disk this record is too.
-        source.recordSoon(id, inProgress, replaying: request.origin, written: {})
+        // Never written, so never counted in the window, whose bound is on what a crash sends
+        // again: recovery turns inProgress back into pending, so a record of it would change
+        // nothing a restart sends. Until the attempt's outcome is on disk the operation is sent
+        // again anyway, as the one in flight or as one whose outcome the window counts.
+        source.markInFlight(id, inProgress, replaying: request.origin)
         return Attempt(id: id, request: request, state: state, inProgress: inProgress)
     }
 
@@ -286,7 +319,9 @@ public actor Replayer {
         let (id, request, state, inProgress) = (attempt.id, attempt.request, attempt.state, attempt.inProgress)
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(state.retryCount + 1))
-        let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes)
+        let source = self.source
+        let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes,
+                                       whileInFlight: { source.readAhead(after: id) })
         let finished = now()
         let outcome: AttemptOutcome
         var retryAfter: Double?

@@ -99,7 +99,8 @@ public final class OutboxService: Sendable {
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
                                 ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics,
-                                maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin, executor: client.loopExecutor)
+                                maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin, executor: client.loopExecutor,
+                                workerExecutors: client.loopExecutors)
         queue.attach(replayer)
         let queue = self.queue
         maintenance.withLock {

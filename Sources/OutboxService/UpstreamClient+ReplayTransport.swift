@@ -10,4 +10,10 @@ extension UpstreamClient: ReplayTransport {
                       maxResponseBytes: Int) async -> Result<CollectedResponse, UpstreamError> {
         await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes, purpose: .replay)
     }
+
+    package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+                      whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
+        await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes, purpose: .replay,
+                   whileInFlight: whileInFlight)
+    }
 }

@@ -42,4 +42,36 @@ struct EventLoopExecuteTests {
         #expect(finished, "\(remaining.load(ordering: .relaxed)) of \(total) jobs never ran")
         #expect(runs.withLock { $0.allSatisfy { $0 == 1 } })
     }
+
+    /// Untracks itself at its first sweep and queues a job from there: the loop thread, with
+    /// nothing tracked and no descriptor ready, about to wait with no timeout.
+    final class QueuesFromSweep: DeadlineTracked {
+        let loop: EventLoop
+        let ran: @Sendable () -> Void
+        init(loop: EventLoop, ran: @escaping @Sendable () -> Void) {
+            self.loop = loop
+            self.ran = ran
+        }
+        func checkDeadlines(now: UInt64) {
+            loop.untrack(self)
+            loop.execute(ran)
+        }
+    }
+
+    @Test("a job queued from the loop thread itself, outside any job, runs before the loop waits again")
+    func aJobQueuedOnTheLoopRunsWithoutAWakeUp() async throws {
+        let loop = try EventLoop(index: 0, sweepInterval: 0.01)
+        loop.start()
+        defer {
+            loop.stop()
+            loop.join()
+        }
+        let ran = DispatchSemaphore(value: 0)
+        let tracker = LoopBound(value: QueuesFromSweep(loop: loop, ran: { ran.signal() }), loop: loop)
+        loop.execute { tracker.loop.track(tracker.value) }
+        let finished = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: ran.wait(timeout: .now() + 30) == .success) }
+        }
+        #expect(finished, "the job queued from the sweep never ran: the loop waited without looking at its list")
+    }
 }

@@ -45,6 +45,9 @@ public final class EventLoop: @unchecked Sendable {
     private var pendingFlush: [SocketStream] = []
     /// The batch being flushed, while `pendingFlush` collects what its flushes schedule.
     private var flushing: [SocketStream] = []
+    /// A job was queued from the loop thread itself without the eventfd wake-up: the loop
+    /// runs it before it next waits (a task resumed by a response, on a loop's task executor).
+    private var localJobsQueued = false
 
     package init(index: Int, sweepInterval: Double) throws(SystemError) {
         self.index = index
@@ -97,6 +100,12 @@ public final class EventLoop: @unchecked Sendable {
             return list.count == 1
         }
         guard wasEmpty else { return }
+        // From the loop's own thread a wake-up would cost a write, an epoll_wait and a read
+        // per job; the loop looks at this flag after each batch of events and before waiting.
+        if isCurrent {
+            localJobsQueued = true
+            return
+        }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
@@ -137,6 +146,12 @@ public final class EventLoop: @unchecked Sendable {
         pendingFlush.append(stream)
     }
 
+    /// Writes what this turn queued so far now, rather than after its events (loop thread only):
+    /// for a caller with more to do before the turn ends that need not delay the write.
+    package func flushNow() {
+        flushPending()
+    }
+
     private func flushPending() {
         // A flush can queue more output elsewhere (drain callbacks): repeat until quiet. The
         // two lists trade places, so neither is copied nor allocated again tick after tick.
@@ -170,6 +185,7 @@ public final class EventLoop: @unchecked Sendable {
         runningThread.store(pthread_self(), ordering: .relaxed)
         nextSweep = Clock.monotonicNanos() + sweepInterval
         while !stopping {
+            if localJobsQueued { runJobs() }
             let timeout: Int32
             if tracked.isEmpty {
                 timeout = -1
@@ -195,6 +211,7 @@ public final class EventLoop: @unchecked Sendable {
                       let handler = handlers[fd] else { continue }
                 handler.handleEvents(mask)
             }
+            if localJobsQueued { runJobs() }
             flushPending()
             if now >= nextSweep {
                 nextSweep = now + sweepInterval
@@ -208,7 +225,12 @@ public final class EventLoop: @unchecked Sendable {
     private func drainJobs() {
         var counter: UInt64 = 0
         _ = read(wakeFD, &counter, 8)
+        runJobs()
+    }
+
+    private func runJobs() {
         while true {
+            localJobsQueued = false
             let batch = jobs.withLock { list -> [@Sendable () -> Void] in
                 let taken = list
                 list.removeAll(keepingCapacity: true)

@@ -11,13 +11,15 @@ import Synchronization
 public final class UpstreamClient: Sendable {
     private let loops: [LoopBound<any UpstreamLoop>]
     private let next = Atomic<Int>(0)
-    /// Runs tasks on the first loop: a caller there (the replayer's tasks prefer it) has its
+    /// Run tasks on each loop: a caller on one (a task preferring its executor) has its
     /// exchanges started in place, on that loop, with no hand-over at all.
-    package let loopExecutor: LoopTaskExecutor?
+    package let loopExecutors: [LoopTaskExecutor]
+    /// The first loop's executor.
+    package var loopExecutor: LoopTaskExecutor? { loopExecutors.first }
 
     package init(loops: [LoopBound<any UpstreamLoop>]) {
         self.loops = loops
-        loopExecutor = loops.first.map { LoopTaskExecutor(loop: $0.loop) }
+        loopExecutors = loops.map { LoopTaskExecutor(loop: $0.loop) }
     }
 
     /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
@@ -27,6 +29,14 @@ public final class UpstreamClient: Sendable {
 
     public func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8],
                      maxResponseBytes: Int, purpose: Purpose) async -> Result<CollectedResponse, UpstreamError> {
+        await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes, purpose: purpose, whileInFlight: {})
+    }
+
+    /// `send`, running `whileInFlight` once the request has left: from a loop, the request is
+    /// written at once rather than at the end of the loop's turn, so that `whileInFlight`
+    /// overlaps the upstream's work instead of delaying its start.
+    package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int, purpose: Purpose,
+                      whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
         guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
         // On a loop already (a task preferring `loopExecutor`): start there, now.
         let current = loops.first(where: { $0.loop.isCurrent })
@@ -36,7 +46,13 @@ public final class UpstreamClient: Sendable {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
                 collector.start(origin: origin, head: head, body: body, proxyLoop: state.value, purpose: purpose)
             }
-            if current != nil { begin() } else { state.loop.execute(begin) }
+            if current != nil {
+                begin()
+                state.loop.flushNow()
+            } else {
+                state.loop.execute(begin)
+            }
+            whileInFlight()
         }
     }
 }
