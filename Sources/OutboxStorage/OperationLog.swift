@@ -110,12 +110,6 @@ public final class OperationLog: Sendable {
         thread.start()
     }
 
-    static func monotonicNanos() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
-
     /// Names the calling thread for `top -H`, `pidstat -t` and `perf --sort comm` (Foundation's
     /// name is not the kernel's). Cosmetic: a failure changes nothing else.
     private static func nameForTheKernel(_ name: String) {
@@ -139,7 +133,7 @@ public final class OperationLog: Sendable {
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
-                if queue.pending.isEmpty { queue.oldestAppendedAt = Self.monotonicNanos() }
+                if queue.pending.isEmpty { queue.oldestAppendedAt = MonotonicClock.nanos() }
                 queue.bytes.append(contentsOf: frame)
                 queue.pending.append(PendingAppend(length: frame.count, completion: completion))
                 let wake = queue.writerWaiting
@@ -265,14 +259,14 @@ public final class OperationLog: Sendable {
             case .wait:
                 wakeWriter.wait()
             case .write(let batch, let oldestAppendedAt):
-                let started = Self.monotonicNanos()
+                let started = MonotonicClock.nanos()
                 let outcome = commit(batchBytes, records: batch.count, cursor: &cursor)
-                let syncedAt = Self.monotonicNanos()
+                let syncedAt = MonotonicClock.nanos()
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
                 batchBytes.removeAll(keepingCapacity: true)
                 complete(batch, outcome)
-                options.counters?.completed(nanos: Int(Self.monotonicNanos() &- syncedAt))
+                options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))
             case .stop(let rejected, let error):
                 for append in rejected { append.completion(.failure(error)) }
                 writerStopped.signal()
@@ -297,7 +291,7 @@ public final class OperationLog: Sendable {
         bytes.append(contentsOf: queue.bytes[..<cut])
         queue.bytes.removeFirst(cut)
         // The rest waited since then at most; close enough for a counter.
-        queue.oldestAppendedAt = Self.monotonicNanos()
+        queue.oldestAppendedAt = MonotonicClock.nanos()
         return taken
     }
 

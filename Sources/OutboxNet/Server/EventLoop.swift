@@ -1,5 +1,6 @@
 import CSystem
 import Glibc
+import OutboxModel
 import Synchronization
 
 /// An object that owns one file descriptor registered with an ``EventLoop``.
@@ -33,7 +34,7 @@ public final class EventLoop: @unchecked Sendable {
     private var nextSweep: UInt64 = 0
     let sweepInterval: UInt64
     /// Monotonic time in nanoseconds, refreshed after every `epoll_wait`.
-    package private(set) var now: UInt64 = Clock.monotonicNanos()
+    package private(set) var now: UInt64 = MonotonicClock.nanos()
     /// A reusable read buffer: one per loop, since only one read runs at a time on it.
     let scratch: UnsafeMutableRawBufferPointer
     let index: Int
@@ -183,18 +184,18 @@ public final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
         runningThread.store(pthread_self(), ordering: .relaxed)
-        nextSweep = Clock.monotonicNanos() + sweepInterval
+        nextSweep = MonotonicClock.nanos() + sweepInterval
         while !stopping {
             if localJobsQueued { runJobs() }
             let timeout: Int32
             if tracked.isEmpty {
                 timeout = -1
             } else {
-                let current = Clock.monotonicNanos()
+                let current = MonotonicClock.nanos()
                 timeout = nextSweep > current ? Int32(min((nextSweep - current) / 1_000_000 + 1, 1000)) : 0
             }
             let n = epoll_wait(epollFD, events, Int32(capacity), timeout)
-            now = Clock.monotonicNanos()
+            now = MonotonicClock.nanos()
             if n < 0 {
                 if errno == EINTR { continue }
                 break
@@ -257,14 +258,8 @@ package struct LoopBound<Value>: @unchecked Sendable {
     }
 }
 
-/// Monotonic time for deadlines; never the wall clock, which may jump.
+/// Durations for the monotonic clock (`MonotonicClock`) the deadlines use.
 package enum Clock {
-    static func monotonicNanos() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-    }
-
     package static func nanos(_ seconds: Double) -> UInt64 {
         seconds <= 0 ? 0 : UInt64(min(seconds, 1e9) * 1e9)
     }

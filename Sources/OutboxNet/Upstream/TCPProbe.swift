@@ -70,13 +70,13 @@ package enum TCPProbe {
     }
 
     private static func deadline(_ timeout: Double) -> UInt64 {
-        Clock.monotonicNanos() + Clock.nanos(max(0.001, timeout))
+        MonotonicClock.nanos() + Clock.nanos(max(0.001, timeout))
     }
 
     /// Polls `fd` for `events` until `end` (monotonic nanoseconds); true when ready.
     private static func wait(_ fd: Int32, for events: Int32, until end: UInt64) -> Bool {
         while true {
-            let now = Clock.monotonicNanos()
+            let now = MonotonicClock.nanos()
             // One more look at the deadline itself, so a zero remainder still polls once.
             let remaining = end > now ? Int32(min(Int64(Int32.max), Int64((end - now) / 1_000_000) + 1)) : 0
             var poller = pollfd(fd: fd, events: Int16(events), revents: 0)
