@@ -569,12 +569,16 @@ extension OutboxQueue: ReplaySource {
     }
 
     package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
-        recordSoon(id, state, sparing: nil, written: written)
+        recordSoon(id, state, sparing: nil, deferred: false, written: written)
     }
 
     package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
                             written: @escaping @Sendable () -> Void) {
-        recordSoon(id, state, sparing: origin, written: written)
+        recordSoon(id, state, sparing: origin, deferred: true, written: written)
+    }
+
+    package func hurryWrites() {
+        log.hurry()
     }
 
     package func hasWork(for origin: Origin, now: Int64) -> Bool {
@@ -600,13 +604,13 @@ extension OutboxQueue: ReplaySource {
     }
 
     /// Applies and writes `state`; wakes the lanes it changed except those of `spared`, whose
-    /// replayer looks for its next work itself.
-    private func recordSoon(_ id: UUID, _ state: OperationState, sparing spared: Origin?,
+    /// replayer looks for its next work itself. A `deferred` write starts no sync by itself.
+    private func recordSoon(_ id: UUID, _ state: OperationState, sparing spared: Origin?, deferred: Bool,
                             written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
         applyNow(id, state, sparing: spared)
-        log.append(.updated(id, state)) { [self] result in
+        log.append(.updated(id, state), deferred: deferred) { [self] result in
             switch result {
             case .success(let location):
                 // Later states of the same operation are appended (and complete) after this

@@ -19,7 +19,12 @@ package protocol ReplaySource: Sendable {
     /// `recordSoon` for the replayer's own step on a lane of `origin`: the replayer asks for
     /// that origin's next work itself, so the queue wakes only other origins' lanes (one whose
     /// dependency this step resolved), never `origin`'s, which saves a task and a hop per step.
+    /// The write may wait (a few milliseconds at most) to share a sync with later ones, until
+    /// ``hurryWrites()``: the lane's window bounds what that leaves unwritten.
     func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin, written: @escaping @Sendable () -> Void)
+    /// Starts writing the replayer's waiting outcomes now: a lane's window filled up to the
+    /// point where it would soon have to wait for them.
+    func hurryWrites()
     /// Applies the `inProgress` state of an attempt the replayer starts on a lane of `origin`
     /// to the queue only, never to the log: recovery turns `inProgress` back into `pending`,
     /// so that record would change nothing a restart finds, and the attempt's outcome is
@@ -53,6 +58,9 @@ extension ReplaySource {
     package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
         recordSoon(id, state, replaying: origin, written: {})
     }
+
+    /// A source that writes everything at once has nothing to hurry.
+    package func hurryWrites() {}
 
     /// A source that reads nothing ahead.
     package func readAhead(after id: UUID) {}

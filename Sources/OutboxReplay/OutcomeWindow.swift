@@ -9,6 +9,10 @@ import Synchronization
 /// to the log, the log's confirmation (or its failure) settles it, and before its next send the
 /// lane ``waitForRoom()``s while `capacity` outcomes are unsettled. One lane sends one operation
 /// at a time, so one window has at most one waiter for room.
+///
+/// The log may hold the outcomes back to share a sync with later ones; the window calls `hurry`
+/// once half its capacity was tracked since it last did, and before anyone waits on it, so the
+/// sync runs while the lane sends the other half instead of the lane stopping for it.
 package final class OutcomeWindow: Sendable {
     /// The contract's bound: after a `kill -9`, per lane, at most the operation in flight plus
     /// 32 operations whose outcome was not yet on disk are sent again. A lane sends only while
@@ -20,15 +24,26 @@ package final class OutcomeWindow: Sendable {
 
     private struct State {
         var unwritten = 0
+        /// Tracked since `hurry` last ran.
+        var unhurried = 0
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     package let capacity: Int
+    private let hurry: @Sendable () -> Void
     private let state = Mutex(State())
 
-    package init(capacity: Int = OutcomeWindow.redeliveryBound) {
+    /// - Parameter hurry: asks the log to write the held-back outcomes now.
+    package init(capacity: Int = OutcomeWindow.redeliveryBound, hurry: @escaping @Sendable () -> Void = {}) {
         self.capacity = max(1, capacity)
+        self.hurry = hurry
+    }
+
+    /// Resets the count of outcomes tracked since the last hurry; true when there were some.
+    private static func takeUnhurried(_ state: inout State) -> Bool {
+        defer { state.unhurried = 0 }
+        return state.unhurried > 0
     }
 
     /// Outcomes tracked and not yet settled.
@@ -44,11 +59,12 @@ package final class OutcomeWindow: Sendable {
         if state.withLock({ $0.unwritten < capacity }) { return }
         await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
             // Settled between the look above and now: go on rather than wait for the next one.
-            let admitted = state.withLock { state -> Bool in
-                if state.unwritten < capacity { return true }
+            let (admitted, hurrying) = state.withLock { state -> (Bool, Bool) in
+                if state.unwritten < capacity { return (true, false) }
                 state.roomWaiters.append(continuation)
-                return false
+                return (false, Self.takeUnhurried(&state))
             }
+            if hurrying { hurry() }
             if admitted { continuation.resume() }
         }
     }
@@ -58,11 +74,12 @@ package final class OutcomeWindow: Sendable {
     package func waitUntilWritten(isolation: isolated (any Actor)? = #isolation) async {
         if state.withLock({ $0.unwritten == 0 }) { return }
         await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.unwritten == 0 { return true }
+            let (done, hurrying) = state.withLock { state -> (Bool, Bool) in
+                if state.unwritten == 0 { return (true, false) }
                 state.drainWaiters.append(continuation)
-                return false
+                return (false, Self.takeUnhurried(&state))
             }
+            if hurrying { hurry() }
             if done { continuation.resume() }
         }
     }
@@ -71,7 +88,13 @@ package final class OutcomeWindow: Sendable {
     /// once the record is on disk, or once writing it failed (a failed write must not hold the
     /// lane forever; the failure itself is logged where it happens). Settling twice counts once.
     package func track() -> @Sendable () -> Void {
-        state.withLock { $0.unwritten += 1 }
+        let half = max(1, capacity / 2)
+        let hurrying = state.withLock { state -> Bool in
+            state.unwritten += 1
+            state.unhurried += 1
+            return state.unhurried >= half && Self.takeUnhurried(&state)
+        }
+        if hurrying { hurry() }
         let once = Once()
         return { [self] in
             if once.first() { settle() }

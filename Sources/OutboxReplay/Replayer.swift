@@ -238,7 +238,8 @@ public actor Replayer {
 
     private func window(for key: LaneKey) -> OutcomeWindow {
         if let window = windows[key] { return window }
-        let window = OutcomeWindow()
+        let source = self.source
+        let window = OutcomeWindow(hurry: { source.hurryWrites() })
         windows[key] = window
         return window
     }
@@ -298,6 +299,9 @@ public actor Replayer {
         }
         workers[origin, default: 1] -= 1
         if workers[origin] == 0 { workers[origin] = nil }
+        // Nothing more to send at once: what this worker left unwritten need not wait for
+        // company in the log.
+        source.hurryWrites()
         kick(origin)
     }
 

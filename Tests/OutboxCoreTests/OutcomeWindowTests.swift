@@ -90,4 +90,39 @@ struct OutcomeWindowTests {
         await window.waitForRoom()
         await window.waitUntilWritten()
     }
+
+    /// The log may hold outcomes back; the window hurries them once half its capacity was
+    /// tracked since the last hurry, so the sync overlaps the lane's next sends.
+    @Test func halfTheCapacityTracked_HurriesTheLog_OncePerHalf() {
+        let hurries = Atomic<Int>(0)
+        let window = OutcomeWindow(capacity: 8, hurry: { hurries.add(1, ordering: .relaxed) })
+        var settlements: [@Sendable () -> Void] = []
+        for _ in 0..<3 { settlements.append(window.track()) }
+        #expect(hurries.load(ordering: .relaxed) == 0)
+        settlements.append(window.track())
+        #expect(hurries.load(ordering: .relaxed) == 1)
+        for settle in settlements { settle() }
+        for _ in 0..<3 { _ = window.track() }
+        #expect(hurries.load(ordering: .relaxed) == 1, "settlements alone hurried again")
+        _ = window.track()
+        #expect(hurries.load(ordering: .relaxed) == 2)
+    }
+
+    /// A caller about to wait for room (or for the lane's end) hurries what it waits for.
+    @Test func aCallerThatMustWait_HurriesTheOutcomesItWaitsFor() async {
+        let hurries = Atomic<Int>(0)
+        let window = OutcomeWindow(capacity: 1, hurry: { hurries.add(1, ordering: .relaxed) })
+        let settle = window.track()  // half of 1 is 1: this hurried already
+        #expect(hurries.load(ordering: .relaxed) == 1)
+        let held = OutcomeWindow(capacity: 4, hurry: { hurries.add(1, ordering: .relaxed) })
+        let first = held.track()
+        let waiter = Task { await held.waitUntilWritten() }
+        // The hurry follows the waiter's registration, outside the window's lock.
+        await Self.eventually { held.waiting == 1 && hurries.load(ordering: .relaxed) == 2 }
+        #expect(held.waiting == 1)
+        #expect(hurries.load(ordering: .relaxed) == 2)
+        first()
+        await waiter.value
+        settle()
+    }
 }
