@@ -1,5 +1,6 @@
 import CSystem
 import Glibc
+import OutboxModel
 
 /// A resolved IPv4 or IPv6 socket address, stored as raw `sockaddr_storage` bytes.
 package struct SocketAddress: Sendable {
@@ -163,6 +164,54 @@ package enum Sockets {
         let error = SystemError("connect")
         close(fd)
         return .failure(error)
+    }
+
+    /// Connects to `address` and waits, blocking (never on a loop thread), until the connection
+    /// is made or `end` (monotonic nanoseconds) passes: the connected non-blocking fd, or nil.
+    package static func connectAndWait(to address: SocketAddress, until end: UInt64) -> Int32? {
+        guard case .success(let fd) = connect(to: address) else { return nil }
+        var error: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard wait(fd, for: POLLOUT, until: end), getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0, error == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    /// `addresses` with the first one that accepts a TCP connection (within `timeout` seconds
+    /// each, tried in order) moved to the front; unchanged when none does. A name often has
+    /// an address the origin does not listen on: `localhost` is `::1` and `127.0.0.1`, and a
+    /// server bound to IPv4 only refuses the IPv6 one that the resolver lists first. Blocking:
+    /// for the name lookup's worker thread.
+    package static func reachableFirst(_ addresses: [SocketAddress], timeout: Double) -> [SocketAddress] {
+        guard addresses.count > 1 else { return addresses }
+        for (index, address) in addresses.enumerated() {
+            guard let fd = connectAndWait(to: address, until: MonotonicClock.nanos() + Clock.nanos(max(0.001, timeout))) else {
+                continue
+            }
+            close(fd)
+            var ordered = addresses
+            ordered.remove(at: index)
+            ordered.insert(address, at: 0)
+            return ordered
+        }
+        return addresses
+    }
+
+    /// Polls `fd` for `events` until `end` (monotonic nanoseconds); true when ready. An error
+    /// or hang-up counts as ready: the caller's `SO_ERROR` or `recv` tells which.
+    package static func wait(_ fd: Int32, for events: Int32, until end: UInt64) -> Bool {
+        while true {
+            let now = MonotonicClock.nanos()
+            // One more look at the deadline itself, so a zero remainder still polls once.
+            let remaining = end > now ? Int32(min(Int64(Int32.max), Int64((end - now) / 1_000_000) + 1)) : 0
+            var poller = pollfd(fd: fd, events: Int16(events), revents: 0)
+            let ready = poll(&poller, 1, remaining)
+            if ready > 0 { return true }
+            if ready < 0 && errno == EINTR { continue }
+            return false
+        }
     }
 
     // Responses are written whole by us; Nagle would only add latency to the last segment.

@@ -25,16 +25,21 @@ package enum TCPProbe {
     private static func probe(_ origin: Origin, timeout: Double, tls: () -> TLSContext?) -> Bool {
         let addresses = SocketAddress.resolveNumeric(origin.host, port: origin.port).map { [$0] }
             ?? SocketAddress.resolve(host: origin.host, port: origin.port)
-        guard let address = addresses.first, case .success(let fd) = Sockets.connect(to: address) else { return false }
-        defer { close(fd) }
-        guard wait(fd, for: POLLOUT, until: deadline(timeout)) else { return false }
-        var error: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
-        guard error == 0 else { return false }
-        guard origin.scheme == .https else { return true }
-        guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return false }
-        return handshakes(engine, fd: fd, until: deadline(timeout))
+        return probe(origin, at: addresses, timeout: timeout, tls: tls)
+    }
+
+    /// Tries `addresses` in order, `timeout` each: the origin is back when one of them accepts
+    /// (and, for https, completes a handshake). A name's first address may be one the origin
+    /// does not listen on (`::1` for a server bound to IPv4 only).
+    static func probe(_ origin: Origin, at addresses: [SocketAddress], timeout: Double, tls: () -> TLSContext?) -> Bool {
+        for address in addresses {
+            guard let fd = Sockets.connectAndWait(to: address, until: deadline(timeout)) else { continue }
+            defer { close(fd) }
+            guard origin.scheme == .https else { return true }
+            guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return false }
+            if handshakes(engine, fd: fd, until: deadline(timeout)) { return true }
+        }
+        return false
     }
 
     /// Drives the handshake over the (non-blocking) socket until it completes, fails or the
@@ -49,7 +54,7 @@ package enum TCPProbe {
                 if sent > 0 {
                     pending = pending.dropFirst(sent)
                 } else if sent < 0 && (errno == EAGAIN || errno == EINTR) {
-                    guard wait(fd, for: POLLOUT, until: end) else { return false }
+                    guard Sockets.wait(fd, for: POLLOUT, until: end) else { return false }
                 } else {
                     return false
                 }
@@ -58,7 +63,7 @@ package enum TCPProbe {
             case .complete: return true
             case .failed: return false
             case .wantRead, .wantWrite:
-                guard wait(fd, for: POLLIN, until: end) else { return false }
+                guard Sockets.wait(fd, for: POLLIN, until: end) else { return false }
                 let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count > 0 {
                     buffer.withUnsafeBytes { engine.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
@@ -71,20 +76,5 @@ package enum TCPProbe {
 
     private static func deadline(_ timeout: Double) -> UInt64 {
         MonotonicClock.nanos() + Clock.nanos(max(0.001, timeout))
-    }
-
-    /// Polls `fd` for `events` until `end` (monotonic nanoseconds); true when ready.
-    private static func wait(_ fd: Int32, for events: Int32, until end: UInt64) -> Bool {
-        while true {
-            let now = MonotonicClock.nanos()
-            // One more look at the deadline itself, so a zero remainder still polls once.
-            let remaining = end > now ? Int32(min(Int64(Int32.max), Int64((end - now) / 1_000_000) + 1)) : 0
-            var poller = pollfd(fd: fd, events: Int16(events), revents: 0)
-            let ready = poll(&poller, 1, remaining)
-            // An error or hang-up is ready too: the connect's SO_ERROR or the recv tells which.
-            if ready > 0 { return true }
-            if ready < 0 && errno == EINTR { continue }
-            return false
-        }
     }
 }

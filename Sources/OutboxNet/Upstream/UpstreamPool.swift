@@ -8,7 +8,8 @@ import OutboxModel
 /// cache, and the last TLS session of each https origin, so a new connection resumes it.
 ///
 /// Each loop has its own pool, so a connection never changes threads and nothing here locks.
-/// Name lookups (blocking `getaddrinfo`) run off the loop and hop back.
+/// Name lookups (blocking `getaddrinfo`) run off the loop and hop back; of a name's several
+/// addresses, the first that accepts a connection is the one connections go to.
 package final class UpstreamPool: UpstreamTransport {
     unowned(unsafe) let loop: EventLoop  // the pool belongs to its loop
     let timeouts: UpstreamTimeouts
@@ -47,10 +48,12 @@ package final class UpstreamPool: UpstreamTransport {
         }
         let host = origin.host
         let port = origin.port
+        let connectTimeout = timeouts.connect
         let pool = LoopBound(value: self, loop: loop)
         let callback = LoopBound(value: ready, loop: loop)
         DispatchQueue.global().async {
-            let found = SocketAddress.resolve(host: host, port: port)
+            // Connections (and tunnels) go to the first address: make it one that answers.
+            let found = Sockets.reachableFirst(SocketAddress.resolve(host: host, port: port), timeout: connectTimeout)
             pool.loop.execute {
                 pool.value.finishResolving(host: host, found: found, ready: callback.value)
             }
