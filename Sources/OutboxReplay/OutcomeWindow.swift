@@ -11,8 +11,10 @@ import Synchronization
 /// at a time, so one window has at most one waiter for room.
 ///
 /// The log may hold the outcomes back to share a sync with later ones; the window calls `hurry`
-/// once half its capacity was tracked since it last did, and before anyone waits on it, so the
-/// sync runs while the lane sends the other half instead of the lane stopping for it.
+/// once a quarter of its capacity was tracked since it last did, and before anyone waits on it,
+/// so the sync runs while the lane sends on instead of the lane stopping for it. A sync may have
+/// to wait for the one before it: at a half, that outlasted the deliveries left before the
+/// window was full often enough to stop one lane on loopback.
 package final class OutcomeWindow: Sendable {
     /// The contract's bound: after a `kill -9`, per lane, at most the operation in flight plus
     /// 32 operations whose outcome was not yet on disk are sent again. A lane sends only while
@@ -88,11 +90,11 @@ package final class OutcomeWindow: Sendable {
     /// once the record is on disk, or once writing it failed (a failed write must not hold the
     /// lane forever; the failure itself is logged where it happens). Settling twice counts once.
     package func track() -> @Sendable () -> Void {
-        let half = max(1, capacity / 2)
+        let quarter = max(1, capacity / 4)
         let hurrying = state.withLock { state -> Bool in
             state.unwritten += 1
             state.unhurried += 1
-            return state.unhurried >= half && Self.takeUnhurried(&state)
+            return state.unhurried >= quarter && Self.takeUnhurried(&state)
         }
         if hurrying { hurry() }
         let once = Once()

@@ -91,11 +91,11 @@ struct OutcomeWindowTests {
         await window.waitUntilWritten()
     }
 
-    /// The log may hold outcomes back; the window hurries them once half its capacity was
-    /// tracked since the last hurry, so the sync overlaps the lane's next sends.
-    @Test func halfTheCapacityTracked_HurriesTheLog_OncePerHalf() {
+    /// The log may hold outcomes back; the window hurries them once a quarter of its capacity
+    /// was tracked since the last hurry, so the sync overlaps the lane's next sends.
+    @Test func aQuarterOfTheCapacityTracked_HurriesTheLog_OncePerQuarter() {
         let hurries = Atomic<Int>(0)
-        let window = OutcomeWindow(capacity: 8, hurry: { hurries.add(1, ordering: .relaxed) })
+        let window = OutcomeWindow(capacity: 16, hurry: { hurries.add(1, ordering: .relaxed) })
         var settlements: [@Sendable () -> Void] = []
         for _ in 0..<3 { settlements.append(window.track()) }
         #expect(hurries.load(ordering: .relaxed) == 0)
@@ -112,7 +112,7 @@ struct OutcomeWindowTests {
     @Test func aCallerThatMustWait_HurriesTheOutcomesItWaitsFor() async {
         let hurries = Atomic<Int>(0)
         let window = OutcomeWindow(capacity: 1, hurry: { hurries.add(1, ordering: .relaxed) })
-        let settle = window.track()  // half of 1 is 1: this hurried already
+        let settle = window.track()  // a quarter of 1 is 1: this hurried already
         #expect(hurries.load(ordering: .relaxed) == 1)
         let held = OutcomeWindow(capacity: 4, hurry: { hurries.add(1, ordering: .relaxed) })
         let first = held.track()
