@@ -569,12 +569,12 @@ extension OutboxQueue: ReplaySource {
     }
 
     package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
-        recordSoon(id, state, sparing: nil, deferred: false, written: written)
+        applyAndWrite(id, state, stepOf: nil, written: written)
     }
 
     package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
                             written: @escaping @Sendable () -> Void) {
-        recordSoon(id, state, sparing: origin, deferred: true, written: written)
+        applyAndWrite(id, state, stepOf: origin, written: written)
     }
 
     package func hurryWrites() {
@@ -603,14 +603,15 @@ extension OutboxQueue: ReplaySource {
         }
     }
 
-    /// Applies and writes `state`; wakes the lanes it changed except those of `spared`, whose
-    /// replayer looks for its next work itself. A `deferred` write starts no sync by itself.
-    private func recordSoon(_ id: UUID, _ state: OperationState, sparing spared: Origin?, deferred: Bool,
-                            written: @escaping @Sendable () -> Void) {
+    /// Applies and writes `state`. For the replayer's own step on a lane of `replayed`, the
+    /// lanes of that origin are not woken (its replayer looks for its next work itself) and
+    /// the write is deferred: nobody waits for it, so it starts no sync by itself.
+    private func applyAndWrite(_ id: UUID, _ state: OperationState, stepOf replayed: Origin?,
+                               written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
-        applyNow(id, state, sparing: spared)
-        log.append(.updated(id, state), deferred: deferred) { [self] result in
+        applyNow(id, state, sparing: replayed)
+        log.append(.updated(id, state), deferred: replayed != nil) { [self] result in
             switch result {
             case .success(let location):
                 // Later states of the same operation are appended (and complete) after this

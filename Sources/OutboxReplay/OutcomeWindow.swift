@@ -11,7 +11,7 @@ import Synchronization
 /// at a time, so one window has at most one waiter for room.
 ///
 /// The log may hold the outcomes back to share a sync with later ones; the window calls `hurry`
-/// once a quarter of its capacity was tracked since it last did, and before anyone waits on it,
+/// once a quarter of its capacity was tracked since it last did, and before a lane waits for room,
 /// so the sync runs while the lane sends on instead of the lane stopping for it. A sync may have
 /// to wait for the one before it: at a half, that outlasted the deliveries left before the
 /// window was full often enough to stop one lane on loopback.
@@ -76,12 +76,11 @@ package final class OutcomeWindow: Sendable {
     package func waitUntilWritten(isolation: isolated (any Actor)? = #isolation) async {
         if state.withLock({ $0.unwritten == 0 }) { return }
         await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
-            let (done, hurrying) = state.withLock { state -> (Bool, Bool) in
-                if state.unwritten == 0 { return (true, false) }
+            let done = state.withLock { state -> Bool in
+                if state.unwritten == 0 { return true }
                 state.drainWaiters.append(continuation)
-                return (false, Self.takeUnhurried(&state))
+                return false
             }
-            if hurrying { hurry() }
             if done { continuation.resume() }
         }
     }

@@ -108,21 +108,20 @@ struct OutcomeWindowTests {
         #expect(hurries.load(ordering: .relaxed) == 2)
     }
 
-    /// A caller about to wait for room (or for the lane's end) hurries what it waits for.
-    @Test func aCallerThatMustWait_HurriesTheOutcomesItWaitsFor() async {
+    /// A lane about to wait for room hurries the outcomes it waits for, even fewer than a quarter.
+    @Test func aLaneThatMustWaitForRoom_HurriesTheOutcomesItWaitsFor() async {
         let hurries = Atomic<Int>(0)
-        let window = OutcomeWindow(capacity: 1, hurry: { hurries.add(1, ordering: .relaxed) })
-        let settle = window.track()  // a quarter of 1 is 1: this hurried already
-        #expect(hurries.load(ordering: .relaxed) == 1)
-        let held = OutcomeWindow(capacity: 4, hurry: { hurries.add(1, ordering: .relaxed) })
-        let first = held.track()
-        let waiter = Task { await held.waitUntilWritten() }
+        // A quarter of 9 is 2: tracking 9 hurries after the 2nd, 4th, 6th and 8th; the 9th waits.
+        let window = OutcomeWindow(capacity: 9, hurry: { hurries.add(1, ordering: .relaxed) })
+        let settlements = (0..<9).map { _ in window.track() }
+        #expect(hurries.load(ordering: .relaxed) == 4)
+        let waiter = Task { await window.waitForRoom() }
         // The hurry follows the waiter's registration, outside the window's lock.
-        await Self.eventually { held.waiting == 1 && hurries.load(ordering: .relaxed) == 2 }
-        #expect(held.waiting == 1)
-        #expect(hurries.load(ordering: .relaxed) == 2)
-        first()
+        await Self.eventually { window.waiting == 1 && hurries.load(ordering: .relaxed) == 5 }
+        #expect(window.waiting == 1)
+        #expect(hurries.load(ordering: .relaxed) == 5)
+        settlements[0]()
         await waiter.value
-        settle()
+        #expect(window.waiting == 0)
     }
 }

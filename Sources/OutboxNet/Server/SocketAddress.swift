@@ -187,9 +187,7 @@ package enum Sockets {
     package static func reachableFirst(_ addresses: [SocketAddress], timeout: Double) -> [SocketAddress] {
         guard addresses.count > 1 else { return addresses }
         for (index, address) in addresses.enumerated() {
-            guard let fd = connectAndWait(to: address, until: MonotonicClock.nanos() + Clock.nanos(max(0.001, timeout))) else {
-                continue
-            }
+            guard let fd = connectAndWait(to: address, until: deadline(after: timeout)) else { continue }
             close(fd)
             var ordered = addresses
             ordered.remove(at: index)
@@ -197,6 +195,12 @@ package enum Sockets {
             return ordered
         }
         return addresses
+    }
+
+    /// The monotonic time (ns) `seconds` from now: at least a millisecond, so a wait always
+    /// polls once.
+    package static func deadline(after seconds: Double) -> UInt64 {
+        MonotonicClock.nanos() + Clock.nanos(max(0.001, seconds))
     }
 
     /// Polls `fd` for `events` until `end` (monotonic nanoseconds); true when ready. An error

@@ -33,11 +33,11 @@ package enum TCPProbe {
     /// does not listen on (`::1` for a server bound to IPv4 only).
     static func probe(_ origin: Origin, at addresses: [SocketAddress], timeout: Double, tls: () -> TLSContext?) -> Bool {
         for address in addresses {
-            guard let fd = Sockets.connectAndWait(to: address, until: deadline(timeout)) else { continue }
+            guard let fd = Sockets.connectAndWait(to: address, until: Sockets.deadline(after: timeout)) else { continue }
             defer { close(fd) }
             guard origin.scheme == .https else { return true }
             guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return false }
-            if handshakes(engine, fd: fd, until: deadline(timeout)) { return true }
+            if handshakes(engine, fd: fd, until: Sockets.deadline(after: timeout)) { return true }
         }
         return false
     }
@@ -72,9 +72,5 @@ package enum TCPProbe {
                 }
             }
         }
-    }
-
-    private static func deadline(_ timeout: Double) -> UInt64 {
-        MonotonicClock.nanos() + Clock.nanos(max(0.001, timeout))
     }
 }
