@@ -29,7 +29,6 @@ package final class OutcomeWindow: Sendable {
         /// Tracked since `hurry` last ran.
         var unhurried = 0
         var roomWaiters: [CheckedContinuation<Void, Never>] = []
-        var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     package let capacity: Int
@@ -51,8 +50,8 @@ package final class OutcomeWindow: Sendable {
     /// Outcomes tracked and not yet settled.
     package var unwritten: Int { state.withLock { $0.unwritten } }
 
-    /// Callers held in ``waitForRoom()`` or ``waitUntilWritten()`` (tests look, to know a lane is held).
-    package var waiting: Int { state.withLock { $0.roomWaiters.count + $0.drainWaiters.count } }
+    /// Callers held in ``waitForRoom()`` (tests look, to know a lane is held).
+    package var waiting: Int { state.withLock { $0.roomWaiters.count } }
 
     /// Returns once fewer than `capacity` outcomes are unwritten: at once in the common case,
     /// without leaving the caller's actor (the lane asks before every send).
@@ -68,20 +67,6 @@ package final class OutcomeWindow: Sendable {
             }
             if hurrying { hurry() }
             if admitted { continuation.resume() }
-        }
-    }
-
-    /// Returns once every tracked outcome is settled (a lane ends only then, so the next run
-    /// of the lane starts with none unwritten and the bound holds across runs).
-    package func waitUntilWritten(isolation: isolated (any Actor)? = #isolation) async {
-        if state.withLock({ $0.unwritten == 0 }) { return }
-        await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.unwritten == 0 { return true }
-                state.drainWaiters.append(continuation)
-                return false
-            }
-            if done { continuation.resume() }
         }
     }
 
@@ -109,18 +94,11 @@ package final class OutcomeWindow: Sendable {
 
     private func settle() {
         let capacity = self.capacity
-        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let woken = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.unwritten -= 1
-            var woken: [CheckedContinuation<Void, Never>] = []
-            if state.unwritten < capacity, !state.roomWaiters.isEmpty {
-                woken.append(state.roomWaiters.removeFirst())
-            }
-            if state.unwritten == 0 {
-                woken += state.drainWaiters
-                state.drainWaiters = []
-            }
-            return woken
+            guard state.unwritten < capacity, !state.roomWaiters.isEmpty else { return nil }
+            return state.roomWaiters.removeFirst()
         }
-        for continuation in woken { continuation.resume() }
+        woken?.resume()
     }
 }

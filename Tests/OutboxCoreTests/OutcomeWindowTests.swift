@@ -56,29 +56,6 @@ struct OutcomeWindowTests {
         #expect(window.unwritten == 1)
     }
 
-    @Test func waitUntilWritten_ReturnsOnceEveryTrackedOutcomeIsSettled() async {
-        let window = OutcomeWindow(capacity: 4)
-        await window.waitUntilWritten()  // nothing tracked: at once
-        let a = window.track()
-        let b = window.track()
-        let drained = Atomic<Bool>(false)
-        let waiter = Task {
-            await window.waitUntilWritten()
-            drained.store(true, ordering: .relaxed)
-        }
-        await Self.eventually { window.waiting == 1 }
-        a()
-        #expect(window.unwritten == 1)
-        #expect(window.waiting == 1)
-        let early = drained.load(ordering: .relaxed)
-        #expect(!early, "drained with one outcome still unwritten")
-        b()
-        await waiter.value
-        let late = drained.load(ordering: .relaxed)
-        #expect(late)
-        #expect(window.unwritten == 0)
-    }
-
     @Test func settlementsFromOtherThreads_EachFreeTheirSlot() async {
         let window = OutcomeWindow(capacity: 8)
         let settlements = (0..<64).map { _ in window.track() }
@@ -88,7 +65,6 @@ struct OutcomeWindowTests {
         }
         #expect(window.unwritten == 0)
         await window.waitForRoom()
-        await window.waitUntilWritten()
     }
 
     /// The log may hold outcomes back; the window hurries them once a quarter of its capacity
