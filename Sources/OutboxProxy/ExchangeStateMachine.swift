@@ -20,7 +20,7 @@ struct ExchangeStateMachine {
     }
 
     /// Who reads the whole body before anything is decided.
-    enum Reader: Equatable { case queue, admin }
+    enum Reader: Equatable, Sendable { case queue, admin }
 
     /// The call to the origin.
     enum UpstreamSide: Equatable {
@@ -162,10 +162,11 @@ struct ExchangeStateMachine {
         case .complete:
             state = .buffering(.complete, for: reader)
             return .decide(reader)
-        case .expectingContinue where reader == .queue:
+        case .expectingContinue:
+            // The admin API too: curl waits a second for the 100 before it sends a body anyway.
             state = .buffering(.streaming, for: reader)
             return .sendContinue
-        case .expectingContinue, .streaming:
+        case .streaming:
             state = .buffering(request, for: reader)
             return .none
         }

@@ -90,7 +90,11 @@ final class ProxyExchange: UpstreamResponseHandler {
                 return
             }
             adminPath = path
-            if machine.readWholeBody(for: .admin) == .decide(.admin) { runAdmin() }
+            switch machine.readWholeBody(for: .admin) {
+            case .sendContinue: sendContinueResponse()
+            case .decide(.admin): runAdmin()
+            default: break
+            }
             return
         case .notOnAdminListener:
             answerAdmin(AdminResponse.error(404, "not_found",

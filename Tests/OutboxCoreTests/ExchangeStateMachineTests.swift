@@ -48,19 +48,19 @@ struct ExchangeStateMachineTests {
         #expect(actions.contains(.finishUpstreamBody) == c.complete)
     }
 
-    /// A queueable request gets its Continue when the body is wanted for the queue, not again
-    /// when it is forwarded afterwards.
-    @Test(arguments: continueCases)
-    func continueIsSentAtMostOnceForTheQueue(_ c: ContinueCase) {
+    /// A request whose body is read whole (for the queue or the admin API) gets its Continue
+    /// when the body is wanted, and a queueable one not again when it is forwarded afterwards.
+    @Test(arguments: continueCases, [Machine.Reader.queue, .admin])
+    func continueIsSentAtMostOnceForAWholeBody(_ c: ContinueCase, reader: Machine.Reader) {
         var machine = Machine(requestComplete: c.complete, isHead: false, clientSpeaksHTTP11: c.http11)
         machine.headParsed(expectsContinue: c.expects)
-        var actions = [machine.readWholeBody(for: .queue)]
+        var actions = [machine.readWholeBody(for: reader)]
         if !c.complete {
             #expect(machine.requestBody() == .bufferBody)
             actions.append(machine.requestEnded())
         }
-        #expect(actions.last == .decide(.queue))
-        actions.append(machine.callStarted())
+        #expect(actions.last == .decide(reader))
+        if reader == .queue { actions.append(machine.callStarted()) }
         #expect(actions.filter { $0 == .sendContinue }.count == c.continues)
     }
 

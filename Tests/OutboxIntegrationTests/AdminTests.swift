@@ -91,6 +91,22 @@ struct AdminTests {
         expectErrorResponse(try outbox.send("PUT", "/admin/connectivity", body: #"{"mode":"sometimes"}"#), status: 400, from: outbox)
     }
 
+    /// curl asks for a Continue before larger bodies and waits a second for it otherwise.
+    @Test func anAdminRequestAskingForContinue_GetsItBeforeItsBody() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let body = #"{"mode":"offline"}"#
+        let client = try outbox.connect()
+        try client.send("PUT /admin/connectivity HTTP/1.1\r\nHost: 127.0.0.1:\(outbox.port)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nExpect: 100-continue\r\n\r\n")
+        let interim = try client.readResponse(timeout: .seconds(5))
+        #expect(interim.status == 100, "\(interim)\n\(outbox)")
+        try client.send(body)
+        let final = try client.readResponse()
+        #expect(final.status == 200, "\(final)\n\(outbox)")
+        #expect(try outbox.admin("status").bodyText.contains("offline"))
+    }
+
     @Test func flushAndPruneAnswerAsSpecified() async throws {
         let upstream = try TestUpstream()
         upstream.stop()
