@@ -34,6 +34,32 @@ struct AdminListenerTests {
         #expect(received.first?.headers["Host"] == upstream.authority)
     }
 
+    /// Proxy clients at `limits.maxConnections` do not lock the operator out: the admin
+    /// listener counts its connections apart.
+    @Test func theAdminListenerAnswers_WhileTheMainListenerIsAtItsConnectionLimit() async throws {
+        let upstream = try Self.echoingUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
+            {"admin": {"listen": "127.0.0.1:0"}, "limits": {"maxConnections": 2}}
+            """)
+        // Two connections that have each been served are surely counted.
+        let held = try (0..<2).map { _ in try outbox.connect() }
+        for client in held {
+            try client.send("GET /hold HTTP/1.1\r\nHost: h\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+        }
+        expectErrorResponse(try outbox.connect().readResponse(), status: 503, from: outbox)
+        // As many admin connections as the limit, all open at once, each answered.
+        var adminClients: [RawClient] = []
+        for _ in 0..<2 {
+            let client = try RawClient(port: try outbox.adminPort())
+            try client.send("GET /admin/status HTTP/1.1\r\nHost: 127.0.0.1:\(try outbox.adminPort())\r\n\r\n")
+            let status = try client.readResponse()
+            #expect(status.status == 200, "\(status)\n\(outbox)")
+            adminClients.append(client)
+        }
+        _ = held
+    }
+
     @Test func pipelinedRequestsOnTheMainPortBothReachTheUpstreamInOrder() async throws {
         let upstream = try Self.echoingUpstream()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.adminOnItsOwnPort)

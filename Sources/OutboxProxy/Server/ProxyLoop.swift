@@ -84,7 +84,7 @@ final class ProxyLoop {
 
     func connectionClosed(_ connection: ClientConnection) {
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
-        server.connectionClosed()
+        server.connectionClosed(role: connection.listener)
         if draining { reportIfDrained() }
     }
 

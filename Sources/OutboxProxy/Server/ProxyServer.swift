@@ -30,7 +30,10 @@ public final class ProxyServer: @unchecked Sendable {
     private let faults: FaultBook
     private let events: EventHub?
     private let loopCount: Int
+    /// Per listener: a proxy at `limits.maxConnections` must not lock the operator out of the
+    /// admin listener (`admin.listen`), which has a count of its own.
     private let openConnections = Atomic<Int>(0)
+    private let openAdminConnections = Atomic<Int>(0)
     private let drainedLoops = Atomic<Int>(0)
     private let drained = DispatchSemaphore(value: 0)
 
@@ -118,9 +121,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// Hands an accepted socket to the next loop (called on loop 0).
     func dispatch(fd: Int32, peer: SocketAddress, role: ListenerRole, sequence: Int) -> Bool {
         let limit = config.limits.maxConnections
-        let count = openConnections.wrappingAdd(1, ordering: .relaxed).newValue
-        if count > limit {
-            openConnections.wrappingSubtract(1, ordering: .relaxed)
+        if adjustOpenConnections(of: role, by: 1) > limit {
+            _ = adjustOpenConnections(of: role, by: -1)
             return false
         }
         let state = states[sequence % states.count]
@@ -132,8 +134,16 @@ public final class ProxyServer: @unchecked Sendable {
         return true
     }
 
-    func connectionClosed() {
-        openConnections.wrappingSubtract(1, ordering: .relaxed)
+    func connectionClosed(role: ListenerRole) {
+        _ = adjustOpenConnections(of: role, by: -1)
+    }
+
+    /// The listener's count of open connections after adding `delta`.
+    private func adjustOpenConnections(of role: ListenerRole, by delta: Int) -> Int {
+        switch role {
+        case .main: openConnections.wrappingAdd(delta, ordering: .relaxed).newValue
+        case .admin: openAdminConnections.wrappingAdd(delta, ordering: .relaxed).newValue
+        }
     }
 
     func loopDrained() {
