@@ -88,6 +88,23 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
             until: { observed in observed.stderrText.contains(text) ? true : nil })
     }
 
+    /// Waits until a complete line of the proxy's stderr contains every one of `texts` (a log
+    /// event and the id it names, say): the harness reads stderr on a thread of its own, so a
+    /// line the proxy wrote before it answered may arrive after the answer.
+    func waitForLogLine(containing texts: [String], timeout: Duration = .seconds(10)) async throws {
+        _ = try await child.observed.wait(
+            timeout: timeout,
+            describeTimeout: { observed in "no stderr line with \(texts) within \(timeout):\n\(observed.stderrText.suffix(4000))" },
+            until: { observed in
+                // Split on scalars, as `listeningPort` does; the last piece is an unfinished line.
+                let lines = observed.stderrText.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                return lines.contains { line in
+                    let text = String(String.UnicodeScalarView(line))
+                    return texts.allSatisfy { text.contains($0) }
+                } ? true : nil
+            })
+    }
+
     /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line (or of
     /// another listening line, given its text up to the port).
     static func listeningPort(in stderr: String, prefix: String = "outbox listening on http://127.0.0.1:") -> UInt16? {
