@@ -160,6 +160,7 @@ struct SecureUpstreamFailureTests {
         let outbox = origin.outbox
 
         try await failFiveTimes(origin, front)
+        try await Self.waitForRefusedCertificateWarnings(1, in: outbox)
         #expect(Self.refusedCertificateWarnings(in: outbox).count == 1,
                 "warnings:\n\(Self.refusedCertificateWarnings(in: outbox).joined(separator: "\n"))\n\(outbox)")
 
@@ -170,6 +171,7 @@ struct SecureUpstreamFailureTests {
 
         try await front.switchCertificate()
         try await failFiveTimes(origin, front)
+        try await Self.waitForRefusedCertificateWarnings(2, in: outbox)
         #expect(Self.refusedCertificateWarnings(in: outbox).count == 2,
                 "warnings:\n\(Self.refusedCertificateWarnings(in: outbox).joined(separator: "\n"))\n\(outbox)")
     }
@@ -189,9 +191,19 @@ struct SecureUpstreamFailureTests {
 
     /// The proxy's `warn` and `error` lines about a refused certificate.
     static func refusedCertificateWarnings(in outbox: OutboxProcess) -> [String] {
-        outbox.stderrText.split(separator: "\n").filter { line in
-            ["warn", "error"].contains(logLevel(line)) && line.contains("certificate verify failed")
-        }.map(String.init)
+        outbox.stderrText.split(separator: "\n").map(String.init).filter(isRefusedCertificateWarning)
+    }
+
+    private static func isRefusedCertificateWarning(_ line: String) -> Bool {
+        ["warn", "error"].contains(logLevel(Substring(line))) && line.contains("certificate verify failed")
+    }
+
+    /// Until `count` such lines have been read (the harness reads stderr on its own thread, so
+    /// a line written before a response may come after it); more are counted afterwards.
+    static func waitForRefusedCertificateWarnings(_ count: Int, in outbox: OutboxProcess) async throws {
+        try await outbox.waitForStderr("\(count) refused-certificate warnings") { lines in
+            lines.filter(isRefusedCertificateWarning).count >= count
+        }
     }
 
     /// A `tls` file the proxy cannot read, and the key the error must name.

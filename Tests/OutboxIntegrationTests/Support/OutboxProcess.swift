@@ -92,16 +92,22 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// event and the id it names, say): the harness reads stderr on a thread of its own, so a
     /// line the proxy wrote before it answered may arrive after the answer.
     func waitForLogLine(containing texts: [String], timeout: Duration = .seconds(10)) async throws {
+        try await waitForStderr("a line with \(texts)", timeout: timeout) { lines in
+            lines.contains { line in texts.allSatisfy { line.contains($0) } }
+        }
+    }
+
+    /// Waits until `condition` holds for the complete lines of the proxy's stderr so far;
+    /// throws naming `what` (and showing the stderr) when it does not in time.
+    func waitForStderr(_ what: String, timeout: Duration = .seconds(10),
+                       until condition: @escaping @Sendable ([String]) -> Bool) async throws {
         _ = try await child.observed.wait(
             timeout: timeout,
-            describeTimeout: { observed in "no stderr line with \(texts) within \(timeout):\n\(observed.stderrText.suffix(4000))" },
+            describeTimeout: { observed in "no \(what) in stderr within \(timeout):\n\(observed.stderrText.suffix(4000))" },
             until: { observed in
                 // Split on scalars, as `listeningPort` does; the last piece is an unfinished line.
                 let lines = observed.stderrText.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-                return lines.contains { line in
-                    let text = String(String.UnicodeScalarView(line))
-                    return texts.allSatisfy { text.contains($0) }
-                } ? true : nil
+                return condition(lines.map { String(String.UnicodeScalarView($0)) }) ? true : nil
             })
     }
 
