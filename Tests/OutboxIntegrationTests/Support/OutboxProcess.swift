@@ -79,13 +79,10 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
         return try result.get()
     }
 
-    /// Waits until the proxy's stderr contains `text` (a log event, say); throws with the
-    /// stderr so far when it does not appear in time.
+    /// Waits until a complete line of the proxy's stderr contains `text` (a log event, say);
+    /// throws with the stderr so far when none does in time.
     func waitForLog(containing text: String, timeout: Duration = .seconds(10)) async throws {
-        _ = try await child.observed.wait(
-            timeout: timeout,
-            describeTimeout: { observed in "no \"\(text)\" in stderr within \(timeout):\n\(observed.stderrText.suffix(4000))" },
-            until: { observed in observed.stderrText.contains(text) ? true : nil })
+        try await waitForLogLine(containing: [text], timeout: timeout)
     }
 
     /// Waits until a complete line of the proxy's stderr contains every one of `texts` (a log
