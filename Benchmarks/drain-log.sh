@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The drain as the log sees it: wrk POSTs 1 KiB bodies for FILL seconds with the upstream down,
 # then a local nginx starts and the queue drains into it; prints the rate (from nginx's start
-# to an empty queue, so the probe that notices nginx is counted), Outbox's CPU per operation,
+# to an empty queue, so the probe that notices nginx is counted; polled by status-poll.sh),
+# Outbox's CPU per operation,
 # and group commit's counters per drained operation (fdatasyncs, records, seconds).
 #
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/drain-log.sh      # ~20 s
@@ -48,27 +49,29 @@ start() {
   done
   echo "outbox did not start" >&2; exit 1
 }
-counts() { curl -s "http://127.0.0.1:$OBX/admin/status" | python3 -c "import json,sys; c=json.load(sys.stdin)['counts']; print($1)"; }
 commit() { curl -s "http://127.0.0.1:$OBX/admin/metrics" | grep '^outbox_storage_[a-z_]*_total ' || true; }
-ticks() { awk '{print $14 + $15}' "/proc/$OPID/stat"; }
+source "$HERE/status-poll.sh"
 
 start
 if ((KEYS > 0)); then SCRIPT=$HERE/post-1k-keyed.lua; else SCRIPT=$HERE/post-1k.lua; fi
 wrk -t2 -c64 -d"${FILL}s" -s "$SCRIPT" "http://127.0.0.1:$OBX/echo" | grep Requests/sec
 if ((RESTART)); then kill -9 "$OPID"; wait "$OPID" 2>/dev/null || true; start; fi
-N=$(counts "c['pending']")
+status_open "$OBX" "$OPID"
+status_poll
+N=$BUSY
 commit >"$RUN/m0"
-T0=$(ticks)
+T0=$TICKS
 if ((PERF)); then perf record -F 2000 -g -o "${PERF_OUT:-drain.perf.data}" -p "$OPID" 2>/dev/null & PP=$!; sleep 0.5; fi
 S0=$EPOCHREALTIME
 nginx -p "$RUN" -e "$RUN/up.err" -c "$RUN/upstream.conf" &
 PIDS+=($!)
-for ((i = 0; i < 6000; i++)); do
-  (($(counts "c['pending'] + c.get('inProgress', 0)") == 0)) && break
-  sleep 0.1
+for ((i = 0; i < 60000; i++)); do
+  status_poll
+  ((BUSY == 0)) && break
+  status_nap
 done
-S1=$EPOCHREALTIME
-T1=$(ticks)
+S1=$AT T1=$TICKS
+status_close
 commit >"$RUN/m1"
 if ((PERF)); then kill -INT "$PP"; wait "$PP" 2>/dev/null || true; fi
 python3 - "$N" "$S0" "$S1" "$((T1 - T0))" "$(getconf CLK_TCK)" "$RUN/m0" "$RUN/m1" "$KEYS" <<'PY'

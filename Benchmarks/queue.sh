@@ -143,44 +143,24 @@ kill -TERM "$ACCEPT_PID"; wait "$ACCEPT_PID" 2>/dev/null || true
 
 # ---- (b) drain
 # Timed from the first completion seen to the last, by one long-lived poll of /admin/status
-# on a keep-alive connection from this shell (its own socket, clock and sleep: a process
-# started per poll would compete with the replayer for the CPUs), so neither the probe that
-# notices nginx nor the poll's own start is counted; Outbox's CPU over the same span, from
-# /proc, gives the CPU per drained operation.
+# (status-poll.sh), so neither the probe that notices nginx nor the poll's own start is
+# counted; Outbox's CPU over the same span, from /proc, gives the CPU per drained operation.
 if ((SKIP_DRAIN == 0)); then
 log "(b) drain: starting the upstream with $QUEUED operations queued"
-exec {ADMIN}<>"/dev/tcp/127.0.0.1/$OBX_PORT"
-exec {NAP}<> <(:)
-poll() {  # sets BUSY, DONE, AT (epoch seconds) and TICKS (Outbox's utime+stime)
-  local line length=0 body stat
-  BUSY=1 DONE=0
-  printf 'GET /admin/status HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n' "$OBX_PORT" >&"$ADMIN"
-  while IFS= read -r -t 30 line <&"$ADMIN"; do
-    line=${line%$'\r'}
-    [[ -z $line ]] && break
-    [[ ${line,,} =~ ^content-length:\ *([0-9]+) ]] && length=${BASH_REMATCH[1]}
-  done
-  LC_ALL=C read -r -t 30 -N "$length" body <&"$ADMIN" || true
-  AT=$EPOCHREALTIME
-  read -r -a stat <"/proc/$OBX_PID/stat"
-  TICKS=$((stat[13] + stat[14]))
-  [[ $body =~ \"pending\":\ *([0-9]+) ]] && BUSY=${BASH_REMATCH[1]}
-  [[ $body =~ \"inProgress\":\ *([0-9]+) ]] && BUSY=$((BUSY + BASH_REMATCH[1]))
-  [[ $body =~ \"completed\":\ *([0-9]+) ]] && DONE=${BASH_REMATCH[1]}
-  return 0
-}
+source "$HERE/status-poll.sh"
+status_open "$OBX_PORT" "$OBX_PID"
 nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
 NGINX_PID=$!
 PIDS+=("$NGINX_PID")
 T0='' DONE0=0 TICKS0=0
 for ((i = 0; i < 60000; i++)); do
-  poll
+  status_poll
   if [[ -z $T0 ]] && ((DONE > 0)); then T0=$AT DONE0=$DONE TICKS0=$TICKS; fi
   [[ -n $T0 ]] && ((BUSY == 0)) && break
-  read -r -t 0.01 -u "$NAP" || true
+  status_nap
 done
 T1=$AT COMPLETED=$DONE TICKS1=$TICKS
-exec {ADMIN}>&- {NAP}>&-
+status_close
 TIMED=$((COMPLETED - DONE0))
 read -r DRAIN CPU_US < <(awk -v n="$TIMED" -v t0="$T0" -v t1="$T1" -v c="$((TICKS1 - TICKS0))" -v hz="$(getconf CLK_TCK)" \
   'BEGIN { if (n > 0 && t1 > t0) printf "%.0f %.1f\n", n / (t1 - t0), c * 1e6 / hz / n; else print "? ?" }')
