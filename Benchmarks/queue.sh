@@ -3,7 +3,8 @@
 #   (a) durable 202s per second: wrk POSTing 1 KiB bodies with the upstream down, 64
 #       connections, next to this disk's limits for one file per operation (the queue's first
 #       design), one fdatasync per record, and batches of 64 (fsync-limit.c);
-#   (b) drain rate: the operations queued in (a) replayed into a local nginx once it starts;
+#   (b) drain rate: the operations queued in (a) replayed into a local nginx once it starts,
+#       next to its ceiling: wrk into the same nginx over as many connections as lanes;
 #   (c) restart with OPS_1M queued 1 KiB operations: time until listening, peak RSS.
 #
 #   Benchmarks/queue.sh                 # ~3-4 min with OPS_1M=1000000
@@ -32,6 +33,7 @@ export KEYS
 BASE_PORT=${BASE_PORT:-19100}
 UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3)) ACCEPT_PORT=$((BASE_PORT + 4))
 SKIP_DRAIN=${SKIP_DRAIN:-0}
+CEILING_DURATION=${CEILING_DURATION:-3}
 NGINX_202_WORKERS=${NGINX_202_WORKERS:-$(nproc)}
 RUN=$(mktemp -d /tmp/queuebench.XXXXXX)
 PIDS=()
@@ -166,6 +168,15 @@ read -r DRAIN CPU_US < <(awk -v n="$TIMED" -v t0="$T0" -v t1="$T1" -v c="$((TICK
   'BEGIN { if (n > 0 && t1 > t0) printf "%.0f %.1f\n", n / (t1 - t0), c * 1e6 / hz / n; else print "? ?" }')
 fi
 kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
+# The drain's ceiling on this machine: the same nginx, POSTed to by wrk over as many
+# connections as the drain had lanes in flight (1 unkeyed: a lane waits for each answer before
+# it sends the next, so no drain beats one connection's round trips; min(keys, 8) keyed, 8
+# being the default maxConcurrentPerOrigin). Outbox is stopped by now.
+LANES=1
+((KEYS > 0)) && LANES=$((KEYS < 8 ? KEYS : 8))
+log "(b) ceiling: wrk -t1 -c$LANES -d${CEILING_DURATION}s into the same nginx"
+wrk -t1 -c"$LANES" -d"${CEILING_DURATION}s" -s "$HERE/post-1k.lua" "http://127.0.0.1:$UP_PORT/echo" >"$RUN/wrk-ceiling.txt"
+CEILING=$(awk '/Requests\/sec/ {printf "%.0f", $2}' "$RUN/wrk-ceiling.txt")
 fi
 
 # ---- (c) a million queued operations: restart time and memory
@@ -219,6 +230,8 @@ printf 'nginx 202 (no storage): %s req/s, %s µs CPU per 202; durable 202/s %.2f
 if ((SKIP_DRAIN == 0)); then
 printf '(b) drain           %8s ops/s  %s µs CPU/op  (%s operations replayed into nginx, %s timed from the first completion to the last, %s)\n' \
   "$DRAIN" "$CPU_US" "$COMPLETED" "$TIMED" "$( ((KEYS > 0)) && echo "over $KEYS ordering keys" || echo "no ordering keys: one lane")"
+printf '    ceiling: wrk over %s connection(s) into the same nginx: %s req/s; the drain reached %s of it\n' "$LANES" "$CEILING" \
+  "$(awk -v d="$DRAIN" -v c="$CEILING" 'BEGIN { if (c > 0 && d + 0 > 0) printf "%.2f", d / c; else print "?" }')"
 fi
 fi
 if ((OPS_1M > 0)); then
