@@ -2,8 +2,8 @@
 # The drain as the log sees it: wrk POSTs 1 KiB bodies for FILL seconds with the upstream down,
 # then a local nginx starts and the queue drains into it; prints the rate (from nginx's start
 # to an empty queue, so the probe that notices nginx is counted; polled by status-poll.sh),
-# Outbox's CPU per operation,
-# and group commit's counters per drained operation (fdatasyncs, records, seconds).
+# Outbox's CPU per operation, and group commit's counters per drained operation (fdatasyncs,
+# records, seconds).
 #
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/drain-log.sh      # ~20 s
 #   KEYS=0 FILL=5 RESTART=1 OUTBOX_BIN=… Benchmarks/drain-log.sh
