@@ -191,7 +191,7 @@ struct SecureUpstreamFailureTests {
 
     /// The proxy's `warn` and `error` lines about a refused certificate.
     static func refusedCertificateWarnings(in outbox: OutboxProcess) -> [String] {
-        outbox.stderrText.split(separator: "\n").map(String.init).filter(isRefusedCertificateWarning)
+        completeLines(outbox.stderrText).filter(isRefusedCertificateWarning)
     }
 
     private static func isRefusedCertificateWarning(_ line: String) -> Bool {

@@ -14,6 +14,14 @@ func expectErrorResponse(_ response: HTTPResponse, status: Int, from outbox: Out
     #expect(envelope?.code.isEmpty == false, "empty error code\n\(outbox)", sourceLocation: sourceLocation)
 }
 
+/// The complete lines of `text`, each without its "\r"; the last piece, not ended by "\n"
+/// yet, is left out. Split on scalars: "\r\n" is one Character in Swift.
+func completeLines(_ text: String) -> [String] {
+    text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { line in
+        String(String.UnicodeScalarView(line.last == "\r" ? line.dropLast() : line))
+    }
+}
+
 /// Lines of `text` that are not blank.
 func nonEmptyLines(_ text: String) -> [String] {
     text.unicodeScalars.split(separator: "\n").map { String(String.UnicodeScalarView($0)) }

@@ -101,19 +101,13 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
         _ = try await child.observed.wait(
             timeout: timeout,
             describeTimeout: { observed in "no \(what) in stderr within \(timeout):\n\(observed.stderrText.suffix(4000))" },
-            until: { observed in
-                // Split on scalars, as `listeningPort` does; the last piece is an unfinished line.
-                let lines = observed.stderrText.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-                return condition(lines.map { String(String.UnicodeScalarView($0)) }) ? true : nil
-            })
+            until: { observed in condition(completeLines(observed.stderrText)) ? true : nil })
     }
 
     /// The port of the first complete `outbox listening on http://127.0.0.1:PORT` line (or of
     /// another listening line, given its text up to the port).
     static func listeningPort(in stderr: String, prefix: String = "outbox listening on http://127.0.0.1:") -> UInt16? {
-        // Only complete lines count; "\r\n" is one Character in Swift, so split on scalars.
-        for line in stderr.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
-            let text = Substring(line.last == "\r" ? line.dropLast() : line)
+        for text in completeLines(stderr) {
             if text.hasPrefix(prefix), let port = UInt16(text.dropFirst(prefix.count)), port != 0 {
                 return port
             }

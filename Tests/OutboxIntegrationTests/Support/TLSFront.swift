@@ -214,11 +214,6 @@ final class TLSFront: Sendable, CustomStringConvertible {
     }
 }
 
-/// The complete lines of `text`: the last piece may still be arriving.
-private func completeLines(_ text: String) -> [Substring] {
-    Array(text.split(separator: "\n", omittingEmptySubsequences: false).dropLast())
-}
-
 /// A port whose connects neither succeed nor fail until the client gives up: a listener with a
 /// backlog of 0 whose one queue slot is taken by a connection of ours and never accepted.
 /// Linux drops a SYN to a listener whose accept queue is full (the client retransmits it,
