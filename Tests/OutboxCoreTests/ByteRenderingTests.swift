@@ -10,12 +10,16 @@ struct ByteRenderingTests {
         "café ☃ 𝄞 \u{2028}", "/slash/ <html> {json}", String(repeating: "\u{1}", count: 40),
     ]
 
+    /// `quoted(text)` itself writes bytes with `appendQuoted`; the scalar-by-scalar form (the
+    /// one the logger's `alsoEscape` goes through, here escaping nothing more) must agree.
     @Test(arguments: texts)
     func quotedBytesAreTheQuotedString(text: String) {
+        let scalarByScalar = JSON.quoted(text, alsoEscape: { _ in false })
         var out: [UInt8] = Array("prefix".utf8)
         JSON.appendQuoted(text, to: &out)
-        #expect(String(decoding: out, as: UTF8.self) == "prefix" + JSON.quoted(text))
-        #expect(JSON.quotedCount(text) == JSON.quoted(text).utf8.count)
+        #expect(String(decoding: out, as: UTF8.self) == "prefix" + scalarByScalar)
+        #expect(JSON.quoted(text) == scalarByScalar)
+        #expect(JSON.quotedCount(text) == scalarByScalar.utf8.count)
     }
 
     @Test func integersAreWrittenAsJSONWritesThem() {

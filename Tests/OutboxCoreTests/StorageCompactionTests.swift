@@ -29,14 +29,14 @@ import Testing
     @Test func compactionKeepsLiveRecordsAndTheirData_AndDeletesDeadSegments() async throws {
         let directory = try StorageTestDirectory()
         let (log, index, live) = try await makeLog(directory)
-        let filesBefore = try directory.segmentFileNames()
+        let filesBefore = try directory.fileNames()
         let bytesBefore = log.diskBytes
         let oldLocation = try #require(index.value[live[0].id]?.created)
 
         let moved = try log.compact { id in index.value[id] }
         for (id, locations) in moved { index.withLock { $0[id] = locations } }
 
-        let filesAfter = try directory.segmentFileNames()
+        let filesAfter = try directory.fileNames()
         #expect(filesAfter.count < filesBefore.count)
         #expect(filesAfter.contains { $0.hasSuffix(".1.log") })
         #expect(log.diskBytes < bytesBefore)

@@ -86,6 +86,30 @@ import Testing
         #expect(lines.containing("storage_truncated").count == 1)
     }
 
+    /// Zeros after the last record (a filesystem that zero-fills after a crash) are a zeroed
+    /// tail only when nothing but zeros follows, checked across several 1 MiB reads; one
+    /// non-zero byte at the very end makes it damage of another kind. Either way every record
+    /// is kept and the file is cut after the last one.
+    @Test(arguments: [(1, false), (3 << 20, false), (3 << 20, true)])
+    func zerosAfterTheLastRecord_AreCutAsAZeroedTailOnlyWhenNothingElseFollows(zeros: Int, endsInGarbage: Bool) async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        let written = try await StorageSamples.fill(log, count: 3)
+        log.close()
+        let pristine = try directory.bytes(of: directory.segmentPath(1))
+        var damaged = pristine + [UInt8](repeating: 0, count: zeros)
+        if endsInGarbage { damaged[damaged.count - 1] = 0x5A }
+        try directory.write(damaged, to: directory.segmentPath(1))
+        let lines = StorageLogLines()
+        let (reopened, recovered) = try StorageSamples.open(directory, lines: lines)
+        defer { reopened.close() }
+        #expect(recovered.map(\.operation.id) == written.map(\.0.id))
+        let truncated = lines.containing("storage_truncated")
+        #expect(truncated.count == 1)
+        #expect(truncated.first?.contains(endsInGarbage ? "zero length record" : "zeroed tail") == true, "\(truncated)")
+        #expect(try directory.bytes(of: directory.segmentPath(1)) == pristine)
+    }
+
     @Test func strayFilesInTheDirectory_AreIgnoredAndAFakeSegmentIsSetAside() async throws {
         let directory = try StorageTestDirectory()
         let (log, _) = try StorageSamples.open(directory)

@@ -44,12 +44,6 @@ final class StorageTestDirectory: Sendable {
     func fileNames() throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: logPath).sorted()
     }
-
-    /// The segments, without one being written out ahead in the background (`.prep`): its
-    /// size changes while it is written, and it is no log file until the writer takes it.
-    func segmentFileNames() throws -> [String] {
-        try fileNames().filter { !$0.hasSuffix(".prep") }
-    }
 }
 
 struct StorageTestFailure: Error, CustomStringConvertible {

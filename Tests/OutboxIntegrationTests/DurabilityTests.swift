@@ -123,55 +123,6 @@ struct DurabilityTests {
         }
     }
 
-    /// The log writes its next segment out ahead (zeros to the full 64 MiB, synced) and rotates
-    /// into it: writes acknowledged there survive `kill -9` like any other, and the zeros after
-    /// them are cut at startup without a word about damage.
-    @Test func writesInASegmentWrittenAheadSurviveKillNine() async throws {
-        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
-        upstream.stop()
-        let home = try TemporaryDirectory()
-        let data = home.file("data")
-        let config = OutboxProcess.fastQueueConfig()
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config,
-                                                  arguments: ["--log-level", "debug"], dataDirectory: data)
-        let segment = 64 << 20
-        let letters = Array("abcdefghijklmnopqrstuvwxyz")
-        func body(_ n: Int) -> String { n < 17 ? String(repeating: letters[n], count: 4 << 20) : "small-\(n)" }
-        var queued: [QueuedOperation] = []
-        func enqueue(_ range: Range<Int>) throws {
-            for n in range {
-                queued.append(try first.enqueue(body: body(n), headers: [HeaderField("Idempotency-Key", "ahead-\(n)")]))
-            }
-        }
-        // 36 MiB: the first segment is past half, so the second is written out ahead.
-        try enqueue(0..<9)
-        try await first.waitForStderr("storage_segment_written_ahead", timeout: .seconds(60)) { lines in
-            lines.contains { $0.contains("storage_segment_written_ahead") }
-        }
-        // 68 MiB in all: the log rotates into it; then three small writes land there too.
-        try enqueue(9..<20)
-        let sizes = DataDirectoryInspection.regularFiles(under: data).map(\.size)
-        #expect(sizes.filter { $0 == segment }.count == 1, "no file of \(segment) bytes (written ahead and in use): \(sizes)")
-        first.terminate(signal: SIGKILL)
-        _ = try await first.waitForExit()
-
-        try upstream.restart()
-        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
-        try second.drain(timeoutSeconds: 60)
-        #expect(!second.stderrText.contains("storage_truncated"), "\(second)")
-        let after = DataDirectoryInspection.regularFiles(under: data).map(\.size)
-        #expect(!after.contains(segment), "the zeros after the last record were not cut: \(after)")
-
-        var delivered: [String: String] = [:]
-        for request in upstream.requests { delivered[request.idempotencyKey ?? "(none)"] = request.bodyText }
-        for n in 0..<20 {
-            #expect(delivered["ahead-\(n)"] == body(n), "write \(n) delivered as \(delivered["ahead-\(n)"]?.prefix(20) ?? "nothing")")
-        }
-        // (One small one: the detail view of a 4 MiB write carries its body.)
-        let last = try #require(queued.last)
-        #expect(try second.operation(last.id).string("status") == "completed")
-    }
-
     @Test func storageIsPrivateToItsUser() async throws {
         let upstream = try TestUpstream()
         upstream.stop()
