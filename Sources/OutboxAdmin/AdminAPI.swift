@@ -138,7 +138,7 @@ package struct AdminAPI: Sendable {
             let removed = await queue.prune(createdBefore: WallClock.millis() - Int64(seconds * 1000))
             return Response(status: 200, body: .object([("removed", .int(removed))]))
         case .flush:
-            queue.flush()
+            await queue.flush()
             return Response(status: 202, body: .object([("flushed", .bool(true))]))
         case .metrics:
             let origins = queue.origins

@@ -30,8 +30,8 @@ package protocol AdminQueueSource: Sendable {
     func deleteAll(status: OperationStatus?) async -> Int
     /// Removes operations created before `cutoff` (ms since the epoch); returns how many.
     func prune(createdBefore cutoff: Int64) async -> Int
-    /// Every lane tries now, ignoring backoff.
-    func flush()
+    /// Every lane tries now, ignoring backoff; returns once the cleared schedules are stored.
+    func flush() async
     /// `offline`: forward nothing, queue every queueable request, replay nothing.
     func setForcedOffline(_ offline: Bool)
     /// Bytes of the log on disk.

@@ -272,6 +272,23 @@ public final class OutboxQueue: Sendable {
         return snapshot(entry, request: request, state: state)
     }
 
+    /// The entry's latest state in full (its whole `lastError`, any bodies), to be written again
+    /// with a change: the one on its way to disk, else the stored one, when either is the state
+    /// the index holds; else the index's own.
+    private func fullState(of entry: QueueIndex<OperationRecords>.Entry) -> OperationState {
+        func isCurrent(_ candidate: OperationState) -> Bool {
+            candidate.status == entry.status && candidate.retryCount == entry.retryCount
+                && candidate.nextAttemptAt == entry.nextAttemptAt
+        }
+        if let pending = unwritten.withLock({ $0[entry.id]?.state }), isCurrent(pending) { return pending }
+        if let location = entry.locator.state, case .success(let stored) = read(entry.id, { () throws(StorageError) in
+            try log.readState(at: location)
+        }), isCurrent(stored) {
+            return stored
+        }
+        return entry.state
+    }
+
     /// The response and conflict bodies of the entry's latest state, which the index does not
     /// hold: from `unwritten` while that state's record is being appended, else from the record.
     /// The index's state and locator can be a step apart (a state reaches the index before its
@@ -608,10 +625,17 @@ extension OutboxQueue: ReplaySource {
     /// the write is deferred: nobody waits for it, so it starts no sync by itself.
     private func applyAndWrite(_ id: UUID, _ state: OperationState, stepOf replayed: Origin?,
                                written: @escaping @Sendable () -> Void) {
+        applyNow(id, state, sparing: replayed)
+        append(id, state, deferred: replayed != nil, written: written)
+        if state.status.isFinished { notifyDrainWaiters() }
+    }
+
+    /// Appends `state` of `id`, already in the index: `unwritten` holds it until its record is
+    /// on disk and the locator points there.
+    private func append(_ id: UUID, _ state: OperationState, deferred: Bool, written: @escaping @Sendable () -> Void) {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
-        applyNow(id, state, sparing: replayed)
-        log.append(.updated(id, state), deferred: replayed != nil) { [self] result in
+        log.append(.updated(id, state), deferred: deferred) { [self] result in
             switch result {
             case .success(let location):
                 // Later states of the same operation are appended (and complete) after this
@@ -628,7 +652,6 @@ extension OutboxQueue: ReplaySource {
             }
             written()
         }
-        if state.status.isFinished { notifyDrainWaiters() }
     }
 
     package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
@@ -740,19 +763,28 @@ extension OutboxQueue: AdminQueueSource {
         await delete(entries(where: { $0.createdAt < cutoff }).map(\.id))
     }
 
-    package func flush() {
-        // Backoff lives in the index only as nextAttemptAt: clearing it makes every lane due.
-        let woken = index.withLock { index -> [Origin] in
-            let waiting = index.list(QueueIndex<OperationRecords>.Filter(status: .pending), limit: Int.max).entries
-            for entry in waiting where entry.nextAttemptAt != nil {
-                var state = entry.state
-                state.nextAttemptAt = nil
-                Self.apply(state, of: entry.id, to: &index, logger: logger)
+    package func flush() async {
+        // Clearing nextAttemptAt makes every lane due. The cleared states are written too, or a
+        // restart would bring the old schedule back (an hour's backoff after a flush during an
+        // outage). Applied and appended under one lock, before any lane is woken: a state the
+        // replayer writes next for the same operation is appended after this one.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let writes = Countdown { continuation.resume() }
+            let woken = index.withLock { index -> [Origin] in
+                let waiting = index.list(QueueIndex<OperationRecords>.Filter(status: .pending), limit: Int.max).entries
+                for entry in waiting where entry.nextAttemptAt != nil {
+                    var state = fullState(of: entry)
+                    state.nextAttemptAt = nil
+                    Self.apply(state, of: entry.id, to: &index, logger: logger)
+                    writes.add()
+                    append(entry.id, state, deferred: false, written: writes.done)
+                }
+                return index.knownOrigins
             }
-            return index.knownOrigins
+            wake(woken)
+            if let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
+            writes.done()
         }
-        wake(woken)
-        if let replayer = replayer.withLock({ $0 }) { Task { await replayer.kickAll() } }
     }
 
     package func waitUntilDrained(timeoutSeconds: Double) async -> Bool {
@@ -772,5 +804,24 @@ extension OutboxQueue: AdminQueueSource {
                 drainWaiters.withLock { $0.removeValue(forKey: token) }?.resume(returning: false)
             }
         }
+    }
+}
+
+/// Runs `then` once `done` has been called once more than `add`: the caller's own `done` comes
+/// last, after it has added everything it waits for.
+private final class Countdown: Sendable {
+    private let left = Atomic<Int>(1)
+    private let then: @Sendable () -> Void
+
+    init(then: @escaping @Sendable () -> Void) {
+        self.then = then
+    }
+
+    func add() {
+        left.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    @Sendable func done() {
+        if left.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 { then() }
     }
 }

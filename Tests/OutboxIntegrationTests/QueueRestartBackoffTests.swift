@@ -59,18 +59,14 @@ struct QueueRestartBackoffTests {
     @Test func aRestartDuringAnOutageProbesFirstAndSpendsNoRetry_AndShowsAMissedScheduleAsDueNow() async throws {
         // 503 until the test lets the upstream accept the write.
         let accepting = Gate()
-        let upstream = try TestUpstream { _ in
-            accepting.isOpen ? .respond(.text("created", status: 201)) : .respond(.text("down", status: 503))
-        }
+        let upstream = try Self.upstream(acceptingOnceOpen: accepting)
         let setup = try Setup(upstream, retry: #""maxRetries": 100, "baseDelaySeconds": 0.2, "multiplier": 1, "jitter": false"#)
         let first = try await setup.start()
         let queued = try first.enqueue(body: "outage", headers: [HeaderField("Outbox-Mode", "queue")])
         _ = try await first.waitForOperation(queued.id, describedAs: "retried") { ($0.int("retryCount") ?? 0) >= 1 }
         // Offline replays nothing more, so the operation settles waiting with a schedule (an
         // attempt in flight at the signal would come back as never scheduled instead).
-        let off = try first.send("PUT", "/admin/connectivity", body: #"{"mode":"offline"}"#,
-                                 headers: [HeaderField("Content-Type", "application/json")])
-        #expect(off.status == 200, "\(off)")
+        try Self.switchOffline(first)
         _ = try await first.waitForOperation(queued.id, describedAs: "waiting with a schedule") {
             $0.string("status") == "pending" && $0.string("nextAttemptAt") != nil
         }
@@ -108,6 +104,47 @@ struct QueueRestartBackoffTests {
         #expect(done.string("status") == "completed", "\(done)")
         #expect(upstream.requests.last?.attempt == retries + 1,
                 "attempts: \(upstream.requests.map { $0.attempt ?? 0 }); retries before the restart: \(retries)")
+    }
+
+    /// A flush clears the backoff for good: its `202` comes once the cleared schedule is stored,
+    /// so a process stopped right after it (even by `kill -9`) restarts with the operation due
+    /// now, not an hour later.
+    @Test(arguments: Stop.allCases)
+    func aFlushedScheduleStaysClearedAcrossARestart(stop: Stop) async throws {
+        let accepting = Gate()
+        let upstream = try Self.upstream(acceptingOnceOpen: accepting)
+        let setup = try Setup(upstream, retry: #""maxRetries": 5, "baseDelaySeconds": 3600, "maxDelaySeconds": 3600, "jitter": false"#)
+        let first = try await setup.start()
+        let queued = try first.enqueue(body: "flushed", headers: [HeaderField("Outbox-Mode", "queue")])
+        let backingOff = try await first.waitForOperation(queued.id, describedAs: "an hour's backoff") {
+            $0.string("status") == "pending" && $0.int("retryCount") == 1 && $0.string("nextAttemptAt") != nil
+        }
+        // Offline, so the flush itself sends nothing: the cleared schedule is all it changes.
+        try Self.switchOffline(first)
+        #expect(try first.send("POST", "/admin/flush").status == 202)
+        let flushed = try first.operation(queued.id)
+        #expect(flushed.string("nextAttemptAt") != backingOff.string("nextAttemptAt"), "\(flushed)")
+        first.terminate(signal: stop.signal)
+        _ = try await first.waitForExit()
+
+        accepting.open()
+        let second = try await setup.start()
+        let done = try await second.waitForOperation(queued.id, toBe: ["completed", "failed", "conflict"], timeout: .seconds(30))
+        #expect(done.string("status") == "completed", "\(done)")
+        #expect(done.int("retryCount") == 1, "\(done)")
+        #expect(upstream.requests.map(\.bodyText) == ["flushed", "flushed"], "\(second)")
+    }
+
+    /// An upstream that answers 503 until `gate` opens, 201 after.
+    static func upstream(acceptingOnceOpen gate: Gate) throws -> TestUpstream {
+        try TestUpstream { _ in gate.isOpen ? .respond(.text("created", status: 201)) : .respond(.text("down", status: 503)) }
+    }
+
+    /// `PUT /admin/connectivity {"mode":"offline"}`: replay nothing more.
+    static func switchOffline(_ outbox: OutboxProcess, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let off = try outbox.send("PUT", "/admin/connectivity", body: #"{"mode":"offline"}"#,
+                                  headers: [HeaderField("Content-Type", "application/json")])
+        #expect(off.status == 200, "\(off)", sourceLocation: sourceLocation)
     }
 
     /// The data directory and config that the process before and the one after the restart share.
