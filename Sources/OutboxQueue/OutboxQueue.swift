@@ -274,8 +274,13 @@ public final class OutboxQueue: Sendable {
 
     /// The entry's latest state in full (its whole `lastError`, any bodies), to be written again
     /// with a change: the one on its way to disk, else the stored one, when either is the state
-    /// the index holds; else the index's own.
+    /// the index holds; else the index's own. A pending operation never holds a response or a
+    /// conflict (an attempt that stores one finishes it), so unless its error was cut, the
+    /// index's state is whole and nothing is read: a flush of many lanes stays in memory.
     private func fullState(of entry: QueueIndex<OperationRecords>.Entry) -> OperationState {
+        if entry.status == .pending, (entry.lastError?.count ?? 0) < QueueIndex<OperationRecords>.maxErrorLength {
+            return entry.state
+        }
         func isCurrent(_ candidate: OperationState) -> Bool {
             candidate.status == entry.status && candidate.retryCount == entry.retryCount
                 && candidate.nextAttemptAt == entry.nextAttemptAt
