@@ -630,16 +630,24 @@ extension OutboxQueue: ReplaySource {
     /// the write is deferred: nobody waits for it, so it starts no sync by itself.
     private func applyAndWrite(_ id: UUID, _ state: OperationState, stepOf replayed: Origin?,
                                written: @escaping @Sendable () -> Void) {
+        let serial = holdUnwritten(id, state)
         applyNow(id, state, sparing: replayed)
-        append(id, state, deferred: replayed != nil, written: written)
+        append(id, state, serial: serial, deferred: replayed != nil, written: written)
         if state.status.isFinished { notifyDrainWaiters() }
     }
 
-    /// Appends `state` of `id`, already in the index: `unwritten` holds it until its record is
-    /// on disk and the locator points there.
-    private func append(_ id: UUID, _ state: OperationState, deferred: Bool, written: @escaping @Sendable () -> Void) {
+    /// Puts `state` in `unwritten` before the index gets it, so a reader who finds the new
+    /// state in the index finds its bodies too; returns the serial its `append` passes on.
+    private func holdUnwritten(_ id: UUID, _ state: OperationState) -> UInt64 {
         let serial = serials.wrappingAdd(1, ordering: .relaxed).newValue
         unwritten.withLock { $0[id] = (serial, state) }
+        return serial
+    }
+
+    /// Appends `state` of `id`, held since ``holdUnwritten(_:_:)``: it leaves `unwritten` once
+    /// its record is on disk and the locator points there.
+    private func append(_ id: UUID, _ state: OperationState, serial: UInt64, deferred: Bool,
+                        written: @escaping @Sendable () -> Void) {
         log.append(.updated(id, state), deferred: deferred) { [self] result in
             switch result {
             case .success(let location):
@@ -780,9 +788,10 @@ extension OutboxQueue: AdminQueueSource {
                 for entry in waiting where entry.nextAttemptAt != nil {
                     var state = fullState(of: entry)
                     state.nextAttemptAt = nil
+                    let serial = holdUnwritten(entry.id, state)
                     Self.apply(state, of: entry.id, to: &index, logger: logger)
                     writes.add()
-                    append(entry.id, state, deferred: false, written: writes.done)
+                    append(entry.id, state, serial: serial, deferred: false, written: writes.done)
                 }
                 return index.knownOrigins
             }
