@@ -53,10 +53,19 @@ final class ChildProcess: Sendable {
         let stderr = try Self.closeOnExecPipe()
         let variables = (environment ?? Self.cleanEnvironment()).map { "\($0.key)=\($0.value)" }
         var spawned: pid_t = 0
-        let rc = Self.withCStrings([executable] + arguments) { argv in
-            Self.withCStrings(variables) { envp in
-                csystem_spawn(executable, argv, envp, stdout.write, stderr.write, &spawned)
+        var rc: Int32 = 0
+        // ETXTBSY: a script this test just wrote is still open for writing in a child another
+        // test spawned between its clone and its exec (close-on-exec closes it only at the
+        // exec). That lasts microseconds and announces its end to nobody, so try again, a
+        // bounded number of times, as Go's os/exec does.
+        for attempt in 0..<100 {
+            rc = Self.withCStrings([executable] + arguments) { argv in
+                Self.withCStrings(variables) { envp in
+                    csystem_spawn(executable, argv, envp, stdout.write, stderr.write, &spawned)
+                }
             }
+            guard rc == ETXTBSY, attempt < 99 else { break }
+            usleep(2_000)
         }
         // The child has its copies; ours would keep the pipes open after it exits.
         close(stdout.write)
