@@ -281,17 +281,7 @@ public final class OutboxQueue: Sendable {
         if entry.status == .pending, (entry.lastError?.count ?? 0) < QueueIndex<OperationRecords>.maxErrorLength {
             return entry.state
         }
-        func isCurrent(_ candidate: OperationState) -> Bool {
-            candidate.status == entry.status && candidate.retryCount == entry.retryCount
-                && candidate.nextAttemptAt == entry.nextAttemptAt
-        }
-        if let pending = unwritten.withLock({ $0[entry.id]?.state }), isCurrent(pending) { return pending }
-        if let location = entry.locator.state, case .success(let stored) = read(entry.id, { () throws(StorageError) in
-            try log.readState(at: location)
-        }), isCurrent(stored) {
-            return stored
-        }
-        return entry.state
+        return (try? latestState(of: entry).current) ?? entry.state
     }
 
     /// The response and conflict bodies of the entry's latest state, which the index does not
@@ -308,21 +298,27 @@ public final class OutboxQueue: Sendable {
         var entry = first
         var found: OperationState?
         for _ in 0..<4 {
-            func matches(_ candidate: OperationState) -> Bool {
-                candidate.status == entry.state.status && candidate.retryCount == entry.state.retryCount
-            }
-            if let pending = unwritten.withLock({ $0[entry.id]?.state }), matches(pending) {
-                return (pending.response, pending.conflict)
-            }
-            if let location = entry.locator.state {
-                let stored = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get()
-                if matches(stored) { return (stored.response, stored.conflict) }
-                found = stored
-            }
+            let look = try latestState(of: entry)
+            if let current = look.current { return (current.response, current.conflict) }
+            found = look.stored ?? found
             guard let fresh = index.withLock({ $0.entry(entry.id) }) else { break }
             entry = fresh
         }
         return (found?.response, found?.conflict)
+    }
+
+    /// One look for the entry's state in full, without the index's lock (a caller may hold it):
+    /// the state on its way to disk, else the stored one, when its status and retry count are
+    /// the entry's (`current`); `stored` is the record read, whether it matched or not.
+    private func latestState(of entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
+        -> (current: OperationState?, stored: OperationState?) {
+        func matches(_ candidate: OperationState) -> Bool {
+            candidate.status == entry.status && candidate.retryCount == entry.retryCount
+        }
+        if let pending = unwritten.withLock({ $0[entry.id]?.state }), matches(pending) { return (pending, nil) }
+        guard let location = entry.locator.state else { return (nil, nil) }
+        let stored = try read(entry.id) { () throws(StorageError) in try log.readState(at: location) }.get()
+        return (matches(stored) ? stored : nil, stored)
     }
 
     /// Runs a read of `id`'s records; a failure is logged as an error with the operation id and
