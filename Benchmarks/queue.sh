@@ -166,7 +166,6 @@ status_close
 TIMED=$((COMPLETED - DONE0))
 read -r DRAIN CPU_US < <(awk -v n="$TIMED" -v t0="$T0" -v t1="$T1" -v c="$((TICKS1 - TICKS0))" -v hz="$(getconf CLK_TCK)" \
   'BEGIN { if (n > 0 && t1 > t0) printf "%.0f %.1f\n", n / (t1 - t0), c * 1e6 / hz / n; else print "? ?" }')
-fi
 kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
 # The drain's ceiling on this machine: the same nginx, POSTed to by wrk over as many
 # connections as the drain had lanes in flight (1 unkeyed: a lane waits for each answer before
@@ -177,6 +176,9 @@ LANES=1
 log "(b) ceiling: wrk -t1 -c$LANES -d${CEILING_DURATION}s into the same nginx"
 wrk -t1 -c"$LANES" -d"${CEILING_DURATION}s" -s "$HERE/post-1k.lua" "http://127.0.0.1:$UP_PORT/echo" >"$RUN/wrk-ceiling.txt"
 CEILING=$(awk '/Requests\/sec/ {printf "%.0f", $2}' "$RUN/wrk-ceiling.txt")
+else
+  kill "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true
+fi
 fi
 
 # ---- (c) a million queued operations: restart time and memory
