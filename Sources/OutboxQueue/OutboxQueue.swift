@@ -627,8 +627,18 @@ extension OutboxQueue: ReplaySource {
     private func applyAndWrite(_ id: UUID, _ state: OperationState, stepOf replayed: Origin?,
                                written: @escaping @Sendable () -> Void) {
         let serial = holdUnwritten(id, state)
-        applyNow(id, state, sparing: replayed)
-        append(id, state, serial: serial, deferred: replayed != nil, written: written)
+        let write = { [self] in append(id, state, serial: serial, deferred: replayed != nil, written: written) }
+        // A pending state with a schedule is what a flush clears: appended under the index's
+        // lock, as the flush's own writes are, so that a flush landing between this apply and
+        // this append cannot have its cleared state overtaken on disk by the schedule it
+        // cleared (a restart would bring the backoff back). Other states (a response body can
+        // be megabytes to encode) are appended after the lock.
+        if state.status == .pending, state.nextAttemptAt != nil {
+            applyNow(id, state, sparing: replayed, whileLocked: write)
+        } else {
+            applyNow(id, state, sparing: replayed)
+            write()
+        }
         if state.status.isFinished { notifyDrainWaiters() }
     }
 
@@ -668,9 +678,11 @@ extension OutboxQueue: ReplaySource {
     }
 
     /// Gives the index `state` and announces it; wakes the lanes it changed except those of
-    /// `spared`.
-    private func applyNow(_ id: UUID, _ state: OperationState, sparing spared: Origin?) {
+    /// `spared`. `whileLocked` runs under the index's lock, after the change.
+    private func applyNow(_ id: UUID, _ state: OperationState, sparing spared: Origin?,
+                          whileLocked: () -> Void = {}) {
         let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
+            defer { whileLocked() }
             // Gone meanwhile (an admin delete): a record written for it is then ignored at recovery too.
             guard let lane = index.lane(of: id) else { return ([], nil) }
             Self.apply(state, of: id, to: &index, logger: logger)
