@@ -12,14 +12,23 @@ enum RecordCodec {
 
     // MARK: encoding
 
-    /// The whole frame (header, type, payload) for `record`.
+    /// The whole frame (header, type, payload) for `record`: measured, then written into one
+    /// allocation of exactly its size.
     static func encode(_ record: LogRecord) -> [UInt8] {
+        var counter = ByteCounter()
+        writeBody(record, into: &counter)
+        return ByteWriter.bytes(count: RecordFrame.headerSize + counter.count) { writer in
+            writer.u32(0)
+            writer.u32(0)
+            writeBody(record, into: &writer)
+            RecordFrame.seal(&writer)
+        }
+    }
+
+    /// The type byte and payload of `record`.
+    private static func writeBody<Sink: ByteSink>(_ record: LogRecord, into writer: inout Sink) {
         switch record {
         case .created(let request, let state):
-            var writer = ByteWriter(capacity: 160 + request.target.utf8.count + request.headers.byteCount
-                                    + request.body.count + request.headers.count * 8)
-            writer.u32(0)
-            writer.u32(0)
             writer.u8(RecordFrame.RecordType.created.rawValue)
             writer.uuid(request.id)
             writer.i64(request.createdAt)
@@ -38,36 +47,22 @@ enum RecordCodec {
             if let tag = request.tag { writer.string(tag) }
             if let orderingKey = request.orderingKey { writer.string(orderingKey) }
             writer.u32(UInt32(truncatingIfNeeded: request.body.count))
-            encodeLightState(state, into: &writer)
-            encodeHeaders(request.headers, into: &writer)
+            writeLightState(state, into: &writer)
+            writeHeaders(request.headers, into: &writer)
             writer.blob(request.body)
-            encodeHeavyState(state, into: &writer)
-            RecordFrame.seal(&writer)
-            return writer.bytes
+            writeHeavyState(state, into: &writer)
         case .updated(let id, let state):
-            let heavy = (state.response?.body.count ?? 0) + (state.conflict?.body.count ?? 0)
-                + (state.response?.headers.byteCount ?? 0) + (state.conflict?.headers.byteCount ?? 0)
-            var writer = ByteWriter(capacity: 96 + heavy + (state.lastError?.utf8.count ?? 0))
-            writer.u32(0)
-            writer.u32(0)
             writer.u8(RecordFrame.RecordType.updated.rawValue)
             writer.uuid(id)
-            encodeLightState(state, into: &writer)
-            encodeHeavyState(state, into: &writer)
-            RecordFrame.seal(&writer)
-            return writer.bytes
+            writeLightState(state, into: &writer)
+            writeHeavyState(state, into: &writer)
         case .deleted(let id):
-            var writer = ByteWriter(capacity: 25)
-            writer.u32(0)
-            writer.u32(0)
             writer.u8(RecordFrame.RecordType.deleted.rawValue)
             writer.uuid(id)
-            RecordFrame.seal(&writer)
-            return writer.bytes
         }
     }
 
-    private static func encodeLightState(_ state: OperationState, into writer: inout ByteWriter) {
+    private static func writeLightState<Sink: ByteSink>(_ state: OperationState, into writer: inout Sink) {
         writer.u8(statusCode(state.status))
         var flags: UInt8 = 0
         if state.lastAttemptAt != nil { flags |= 1 }
@@ -82,26 +77,26 @@ enum RecordCodec {
         if let lastError = state.lastError { writer.string(lastError) }
     }
 
-    private static func encodeHeavyState(_ state: OperationState, into writer: inout ByteWriter) {
+    private static func writeHeavyState<Sink: ByteSink>(_ state: OperationState, into writer: inout Sink) {
         // One at a time, not a loop over a literal array: that array is an allocation per record.
-        if let response = state.response { encodeResponse(response, into: &writer) }
-        if let conflict = state.conflict { encodeResponse(conflict, into: &writer) }
+        if let response = state.response { writeResponse(response, into: &writer) }
+        if let conflict = state.conflict { writeResponse(conflict, into: &writer) }
     }
 
-    private static func encodeResponse(_ response: StoredResponse, into writer: inout ByteWriter) {
+    private static func writeResponse<Sink: ByteSink>(_ response: StoredResponse, into writer: inout Sink) {
         writer.u16(UInt16(clamping: response.status))
-        encodeHeaders(response.headers, into: &writer)
+        writeHeaders(response.headers, into: &writer)
         writer.blob(response.body)
     }
 
-    private static func encodeHeaders(_ headers: HTTPHeaders, into writer: inout ByteWriter) {
+    private static func writeHeaders<Sink: ByteSink>(_ headers: HTTPHeaders, into writer: inout Sink) {
         writer.u32(UInt32(truncatingIfNeeded: headers.fields.count))
-        headers.storage.withUnsafeBufferPointer { storage in
+        headers.storage.withUnsafeBytes { storage in
             for field in headers.fields {
                 writer.u32(UInt32(truncatingIfNeeded: field.nameLength))
-                writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: storage[field.nameRange]))
+                writer.raw(UnsafeRawBufferPointer(rebasing: storage[field.nameRange]))
                 writer.u32(UInt32(truncatingIfNeeded: field.valueLength))
-                writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: storage[field.valueRange]))
+                writer.raw(UnsafeRawBufferPointer(rebasing: storage[field.valueRange]))
             }
         }
     }

@@ -24,10 +24,8 @@ enum RecordFrame {
 
     /// Fills the length and checksum of a frame whose bytes from offset 8 on are type + payload.
     static func seal(_ writer: inout ByteWriter) {
-        let length = writer.bytes.count - headerSize
-        let checksum = writer.bytes.withUnsafeBytes { raw in
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[headerSize...]))
-        }
+        let length = writer.count - headerSize
+        let checksum = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: writer.written[headerSize...]))
         writer.patchU32(UInt32(truncatingIfNeeded: length), at: 0)
         writer.patchU32(checksum, at: 4)
     }

@@ -16,15 +16,15 @@ struct SegmentHeader: Equatable {
     var generation: UInt32
 
     func encoded() -> [UInt8] {
-        var writer = ByteWriter(capacity: Self.size)
-        writer.bytes.append(contentsOf: Self.magic)
-        writer.u16(Self.version)
-        writer.u32(segment)
-        writer.u32(generation)
-        writer.bytes.append(contentsOf: [UInt8](repeating: 0, count: 12))
-        let checksum = writer.bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        writer.u32(checksum)
-        return writer.bytes
+        ByteWriter.bytes(count: Self.size) { writer in
+            Self.magic.withUnsafeBytes { writer.raw($0) }
+            writer.u16(Self.version)
+            writer.u32(segment)
+            writer.u32(generation)
+            writer.i64(0)
+            writer.u32(0)
+            writer.u32(CRC32C.checksum(writer.written))
+        }
     }
 
     /// The header in `bytes`, or nil when the magic, version or checksum is wrong.
