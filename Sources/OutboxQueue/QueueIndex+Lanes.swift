@@ -90,6 +90,8 @@ extension QueueIndex {
             if !status.isFinished {
                 lanes[lane].unfinished += 1
                 if index < oldestUnfinishedHint { oldestUnfinishedHint = index }
+            } else if status == .completed {
+                completions.append(slot, completedAt: records[index].completedAt)
             }
         }
         place(slot)
@@ -260,6 +262,7 @@ extension QueueIndex {
             }
         }
         for slot in slots where records[Int(slot)].status != nil { place(slot) }
+        completions.rebuild(slots.filter { records[Int($0)].status == .completed }.map { ($0, records[Int($0)].completedAt) })
         oldestUnfinishedHint = 0
         advanceOldestUnfinishedHint()
         lanesToWake.formUnion(0..<UInt32(origins.count))

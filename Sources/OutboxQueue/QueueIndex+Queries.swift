@@ -88,29 +88,32 @@ extension QueueIndex {
     }
 
     /// Pending or in-progress operations created more than `ttlSeconds` before `now`: the
-    /// caller fails them as "expired" (`ReplayTransition.expire`). Scans from the oldest
-    /// unfinished operation on, so it is meant for a periodic sweep.
+    /// caller fails them as "expired" (`ReplayTransition.expire`). Walks the unfinished
+    /// operations in creation order and stops at the first one that is not expired, so a
+    /// sweep costs what it finds, not the size of the queue. (Were the clock set back, an
+    /// operation created after that moment expires once the one before it does.)
     public func expired(now: Int64, ttlSeconds: Double) -> [UUID] {
         let cutoff = now - WallClock.milliseconds(ttlSeconds)
         var found: [UUID] = []
         for index in oldestUnfinishedHint..<records.count {
-            guard let status = records[index].status, !status.isFinished, records[index].createdAt < cutoff else { continue }
+            guard let status = records[index].status, !status.isFinished else { continue }
+            guard records[index].createdAt < cutoff else { break }
             found.append(records[index].id)
         }
         return found
     }
 
     /// Completed operations whose last attempt (or, lacking one, creation) is more than
-    /// `retentionSeconds` before `now`: the caller removes them. A full scan: for a periodic
-    /// sweep.
-    public func retentionExpired(now: Int64, retentionSeconds: Double) -> [UUID] {
+    /// `retentionSeconds` before `now`, in creation order: the caller removes them. Looks only
+    /// at the completions that are due (see `CompletionQueue`).
+    public mutating func retentionExpired(now: Int64, retentionSeconds: Double) -> [UUID] {
         let cutoff = now - WallClock.milliseconds(retentionSeconds)
-        var found: [UUID] = []
-        for record in records where record.status == .completed {
-            let completedAt = record.lastAttemptAt == Self.none ? record.createdAt : record.lastAttemptAt
-            if completedAt < cutoff { found.append(record.id) }
-        }
-        return found
+        var slots: [Int32] = []
+        let records = self.records
+        completions.sweep(before: cutoff, isCurrent: { slot, completedAt in
+            records[Int(slot)].status == .completed && records[Int(slot)].completedAt == completedAt
+        }, visit: { slots.append($0) })
+        return slots.sorted().map { records[Int($0)].id }
     }
 }
 

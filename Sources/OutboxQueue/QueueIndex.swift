@@ -297,6 +297,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     var nextSequence: UInt64 = 1
     /// No record before this slot is unfinished.
     var oldestUnfinishedHint = 0
+    /// Completed operations in completion order, for the retention sweep.
+    var completions = CompletionQueue()
     /// Origins whose lane may have changed since `takeLanesToWake()` was last called.
     var lanesToWake: Set<UInt32> = []
 
@@ -652,4 +654,10 @@ extension OperationStatus {
 extension OperationPriority {
     /// Position in `allCases`, for the per-priority lane heaps.
     var index: Int { rawValue }
+}
+
+extension QueueIndex.Record {
+    /// When a completed operation counts as completed for retention: its last attempt's start,
+    /// or its creation when it has none.
+    var completedAt: Int64 { lastAttemptAt == QueueIndex.none ? createdAt : lastAttemptAt }
 }

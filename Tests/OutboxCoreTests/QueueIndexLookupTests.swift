@@ -144,6 +144,55 @@ struct QueueIndexLookupTests {
         #expect(index.retentionExpired(now: 60_001, retentionSeconds: 10) == [F.id(4), F.id(5)])
     }
 
+    @Test("retention goes by each operation's latest completion, whatever order they completed in")
+    func retentionFollowsLatestCompletion() throws {
+        var index = QueueIndex<Int>()
+        for n in 1...5 { try F.insert(&index, n, createdAt: 0) }
+        // Completed in the order 3, 1, 2 but with attempt times 30, 10, 20 s (lanes overlap).
+        try index.update(F.id(3), state: OperationState(status: .completed, lastAttemptAt: 30_000))
+        try index.update(F.id(1), state: OperationState(status: .completed, lastAttemptAt: 10_000))
+        try index.update(F.id(2), state: OperationState(status: .completed, lastAttemptAt: 20_000))
+        #expect(index.retentionExpired(now: 15_001, retentionSeconds: 5) == [F.id(1)])
+        #expect(index.retentionExpired(now: 25_001, retentionSeconds: 5) == [F.id(1), F.id(2)])
+        // Retried (pending again), then completed again later: due by its new time only.
+        try index.update(F.id(1), state: OperationState(status: .pending))
+        #expect(index.retentionExpired(now: 25_001, retentionSeconds: 5) == [F.id(2)])
+        try index.update(F.id(1), state: OperationState(status: .completed, lastAttemptAt: 40_000))
+        #expect(index.retentionExpired(now: 35_001, retentionSeconds: 5) == [F.id(2), F.id(3)])
+        #expect(index.retentionExpired(now: 45_001, retentionSeconds: 5) == [F.id(1), F.id(2), F.id(3)])
+        // Removed ones are gone from the sweep.
+        index.remove(F.id(2))
+        #expect(index.retentionExpired(now: 45_001, retentionSeconds: 5) == [F.id(1), F.id(3)])
+    }
+
+    @Test("the retention sweep survives the index dropping its tombstones")
+    func retentionAfterCompaction() throws {
+        var index = QueueIndex<Int>()
+        let count = 3000
+        for n in 0..<count { try F.insert(&index, n, createdAt: 0) }
+        for n in stride(from: 0, to: count, by: 3) {
+            try index.update(F.id(n), state: OperationState(status: .completed, lastAttemptAt: Int64(n)))
+        }
+        // Removing the others makes the index drop its tombstones, moving every record.
+        let before = index.records.count
+        for n in 0..<count where n % 3 != 0 { index.remove(F.id(n)) }
+        #expect(index.records.count < before, "the index kept its tombstones")
+        let due = index.retentionExpired(now: 1_000 + 1_500, retentionSeconds: 1)
+        #expect(due == stride(from: 0, to: 1_500, by: 3).map(F.id))
+    }
+
+    @Test("the TTL sweep walks in creation order and stops at the first operation not yet expired")
+    func ttlSweepStopsAtTheFirstYoungOperation() throws {
+        var index = QueueIndex<Int>()
+        try F.insert(&index, 1, createdAt: 0)
+        try F.insert(&index, 2, createdAt: 0, state: OperationState(status: .completed))
+        try F.insert(&index, 3, createdAt: 10_000)
+        // Created after 3 with a clock set back: it expires once 3 does.
+        try F.insert(&index, 4, createdAt: 5_000)
+        #expect(index.expired(now: 25_001, ttlSeconds: 20) == [F.id(1)])
+        #expect(index.expired(now: 30_001, ttlSeconds: 20) == [F.id(1), F.id(3), F.id(4)])
+    }
+
     @Test("the oldest unfinished operation's creation time follows finishing and retrying")
     func oldestUnfinished() throws {
         var index = QueueIndex<Int>()
