@@ -47,13 +47,19 @@ public final class OutboxQueue: Sendable {
     private let events: EventHub?
 
     package init(config: OutboxConfig, reachability: Reachability, logger: Logger, metrics: Metrics,
-                 events: EventHub? = nil) throws(StorageError) {
+                 events: EventHub? = nil, logOptions: OperationLog.Options = .init()) throws(StorageError) {
         self.events = events
         // The index is built straight from the records as recovery reads them, in log order:
         // no list of recovered operations ever exists beside it.
         var index = QueueIndex<OperationRecords>()
-        var options = OperationLog.Options()
+        var options = logOptions
         options.counters = metrics.groupCommit
+        // Bytes of each segment that no operation needs any more, as the records replay: what
+        // compaction starts from (see `discard(_:)`).
+        var dead: [UInt32: Int] = [:]
+        func discard(_ location: RecordLocation?) {
+            if let location { dead[location.segment, default: 0] += Int(location.length) }
+        }
         let log = try OperationLog.open(directory: config.dataDirectory, options: options, logger: logger, reserve: { records in
             index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
         }, prepare: Self.prepare) { record in
@@ -65,15 +71,27 @@ public final class OutboxQueue: Sendable {
                     // The first record holding an id or key wins, as it did when this one was
                     // appended (its enqueue answered with an error, never 202).
                     logger.warn("recovery_skipped", ["id": restored.id.lowercasedText, "error": "\(error)"])
+                    discard(location)
                 }
             case .updated(let id, let state, let location):
                 // An update of an id that is not indexed belongs to an operation deleted before
-                // it, or never indexed: neither exists any more, so `false` is ignored.
-                index.restoreState(id, state) { $0.state = location }
+                // it, or never indexed: neither exists any more, and neither does the record.
+                var superseded: RecordLocation?
+                if index.restoreState(id, state, relocate: { superseded = $0.state; $0.state = location }) {
+                    discard(superseded)
+                } else {
+                    discard(location)
+                }
             case .deleted(let id):
-                index.restoreRemoval(id)
+                // The delete record itself stays needed: it cancels a `created` record that
+                // may sit in a segment compaction leaves alone.
+                if let removed = index.restoreRemoval(id) {
+                    discard(removed.created)
+                    discard(removed.state)
+                }
             }
         }
+        log.discard(bytesBySegment: dead)
         index.finishRestoring()
         self.log = log
         self.metrics = metrics
@@ -225,7 +243,7 @@ public final class OutboxQueue: Sendable {
             return false
         }
         let woken = index.withLock { index -> [Origin] in
-            index.remove(id)
+            if let removed = index.remove(id) { discard(removed.locator) }
             return index.takeLanesToWake()
         }
         announce(entry, status: "removed")
@@ -460,6 +478,7 @@ extension OutboxQueue: QueueGateway {
             // will never be replayed, so its client must hear an error, not 202.
             let id = operation.id.lowercasedText
             logger.error("enqueue_not_indexed", ["id": id, "error": "\(error)"])
+            log.discard(location)
             return .failure(.storage("operation \(id) was written but not indexed: \(error)"))
         }
     }
@@ -576,9 +595,13 @@ extension OutboxQueue: ReplaySource {
         let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
             // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
             // at recovery anyway.
-            guard let entry = index.entry(id) else { return ([], nil) }
+            guard let entry = index.entry(id) else {
+                log.discard(location)
+                return ([], nil)
+            }
             Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                        to: &index, logger: logger)
+            if let superseded = entry.locator.state { log.discard(superseded) }
             return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
         if let lane { announce(id, state, lane: lane) }
@@ -660,9 +683,13 @@ extension OutboxQueue: ReplaySource {
                 // Later states of the same operation are appended (and complete) after this
                 // one, so the last completion to run carries the newest location. The state
                 // itself is in the index already: only the locator moves.
-                index.withLock { index in
-                    _ = index.relocate(id) { $0.state = location }
+                let superseded = index.withLock { index -> RecordLocation? in
+                    var superseded: RecordLocation?
+                    // Deleted meanwhile: the record it supersedes went with the operation.
+                    guard index.relocate(id, { superseded = $0.state; $0.state = location }) else { return location }
+                    return superseded
                 }
+                if let superseded { log.discard(superseded) }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }
                 }
@@ -671,6 +698,12 @@ extension OutboxQueue: ReplaySource {
             }
             written()
         }
+    }
+
+    /// Tells the log an operation's records are no longer needed (it was removed).
+    private func discard(_ records: OperationRecords) {
+        log.discard(records.created)
+        if let state = records.state { log.discard(state) }
     }
 
     package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {

@@ -42,12 +42,14 @@ extension QueueIndex {
         return true
     }
 
-    /// Removes operation `id`, if indexed.
-    public mutating func restoreRemoval(_ id: UUID) {
+    /// Removes operation `id`, if indexed, and returns its locator.
+    @discardableResult
+    public mutating func restoreRemoval(_ id: UUID) -> Locator? {
         let hash = Self.hash(id)
-        guard let slot = slot(of: id, hash: hash) else { return }
+        guard let slot = slot(of: id, hash: hash) else { return nil }
         records[Int(slot)].status = nil
         forget(slot, hash: hash)
+        return records[Int(slot)].locator
     }
 
     /// Builds the lane structures from the restored records (dropping tombstones first when

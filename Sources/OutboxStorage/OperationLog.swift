@@ -70,6 +70,9 @@ public final class OperationLog: Sendable {
     let diskByteCount: Atomic<Int>
     /// Two compactions at once would rewrite the same segment twice.
     let compactionLock = Mutex(())
+    /// Bytes of each segment its owner no longer needs (``discard(_:)``): compaction reads only
+    /// the segments where enough is dead, not the whole log every time.
+    let deadBytes = Mutex<[UInt32: Int]>([:])
 
     struct SegmentTable: Sendable {
         var files: [UInt32: SegmentFile]
@@ -245,6 +248,20 @@ public final class OperationLog: Sendable {
             Result { () throws(StorageError) -> LogRecord in try RecordCodec.decodeFrame(raw) }
         }
         return try decoded.get()
+    }
+
+    /// Tells compaction that the record at `location` is no longer needed: superseded by a
+    /// later state, or its operation removed. An estimate compaction starts from; it still
+    /// checks every record of a segment it reads against its caller's index.
+    public func discard(_ location: RecordLocation) {
+        deadBytes.withLock { $0[location.segment, default: 0] += Int(location.length) }
+    }
+
+    /// ``discard(_:)`` for many records at once: bytes by segment number.
+    public func discard(bytesBySegment: [UInt32: Int]) {
+        deadBytes.withLock { dead in
+            for (segment, bytes) in bytesBySegment { dead[segment, default: 0] += bytes }
+        }
     }
 
     /// Bytes of all segment files.

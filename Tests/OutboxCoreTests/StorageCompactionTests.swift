@@ -19,9 +19,10 @@ import Testing
                                    response: StoredResponse(status: 200, headers: ["A": "b"], body: Array("done".utf8)))
         let stateAt = try await log.append(.updated(written[10].0.id, state))
         index.withLock { $0[written[10].0.id]?.state = stateAt }
-        for (position, (request, _)) in written.enumerated() where !liveIndices.contains(position) {
+        for (position, (request, location)) in written.enumerated() where !liveIndices.contains(position) {
             _ = try await log.append(.deleted(request.id))
             index.withLock { $0[request.id] = nil }
+            log.discard(location)
         }
         return (log, index, liveIndices.sorted().map { written[$0].0 })
     }
@@ -80,7 +81,11 @@ import Testing
         let filler = try await StorageSamples.fill(log, count: 12, bodySize: 300)
         _ = try await log.append(.deleted(doomed))
         index.withLock { $0[doomed] = nil }
-        for (request, _) in filler { _ = try await log.append(.deleted(request.id)) }
+        log.discard(early[0].1)
+        for (request, location) in filler {
+            _ = try await log.append(.deleted(request.id))
+            log.discard(location)
+        }
         _ = try await StorageSamples.fill(log, count: 6, bodySize: 300)  // seals the segments above
 
         let moved = try log.compact { id in index.value[id] }
@@ -113,6 +118,63 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: oldPath))
         let first = try #require(recovered.first)
         #expect(try reopened.readRequest(at: first.createdAt) == live[0])
+    }
+
+    /// Compaction reads only what its owner said is dead: with nothing discarded it reads no
+    /// segment (its index is never asked), even if the index would need none of the records.
+    @Test func aSegmentWithNothingDiscardedIsNotRead() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory, options: OperationLog.Options(segmentBytes: 2048))
+        let written = try await StorageSamples.fill(log, count: 12, bodySize: 300)
+        let filesBefore = try directory.fileNames()
+        #expect(filesBefore.count > 2, "the test needs sealed segments")
+        let asked = StorageShared(0)
+
+        #expect(try log.compact { _ in asked.withLock { $0 += 1 }; return nil }.isEmpty)
+        #expect(asked.value == 0)
+        #expect(try directory.fileNames() == filesBefore)
+
+        // Once told, it reads that segment and removes it.
+        let segment = written[0].1.segment
+        let oneSegment = written.filter { $0.1.segment == segment }
+        for (_, location) in oneSegment { log.discard(location) }
+        _ = try log.compact { _ in asked.withLock { $0 += 1 }; return nil }
+        #expect(asked.value == oneSegment.count)
+        #expect(try directory.fileNames().count == filesBefore.count - 1)
+        log.close()
+    }
+
+    /// A segment read and found too live to rewrite is not read again until more of it is
+    /// discarded: what was measured stands.
+    @Test func aSegmentFoundTooLiveIsNotReadAgainUntilMoreIsDiscarded() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory, options: OperationLog.Options(segmentBytes: 2048, compactionLiveRatio: 0.5))
+        let written = try await StorageSamples.fill(log, count: 12, bodySize: 300)
+        let segment = written[0].1.segment
+        let first = written.filter { $0.1.segment == segment }
+        #expect(first.count >= 3, "the test needs three records in the first segment")
+        let index = StorageShared<[UUID: OperationLog.CompactedLocations]>([:])
+        for (request, location) in written { index.withLock { $0[request.id] = (location, nil) } }
+        // Told that all of it is dead while the index still needs two thirds.
+        for (request, _) in first.prefix(first.count / 3) { index.withLock { $0[request.id] = nil } }
+        for (_, location) in first { log.discard(location) }
+        let asked = StorageShared(0)
+        let lookup = { (id: UUID) -> OperationLog.CompactedLocations? in asked.withLock { $0 += 1 }; return index.value[id] }
+
+        #expect(try log.compact(current: lookup).isEmpty)
+        #expect(asked.value == first.count)
+        #expect(try log.compact(current: lookup).isEmpty)
+        #expect(asked.value == first.count, "a segment measured too live was read again")
+
+        // More of it dies: now read again, and rewritten.
+        for (request, location) in first.dropFirst(first.count / 3) {
+            index.withLock { $0[request.id] = nil }
+            log.discard(location)
+        }
+        _ = try log.compact(current: lookup)
+        #expect(asked.value == 2 * first.count)
+        #expect(!(try directory.fileNames()).contains { $0.hasPrefix(String(format: "%08d", segment)) })
+        log.close()
     }
 
     @Test func theActiveSegmentIsNeverCompacted_AndAppendsContinueDuringCompaction() async throws {
