@@ -164,6 +164,53 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByArrayLiteral, Expres
         fields.append(Field(start: start, nameLength: nameLength, valueLength: line.count - nameLength - 2))
     }
 
+    /// A list of `count` fields that were validated when they were first received (the log
+    /// reads them back), taking `byteCount` bytes as `Name: value\r\n` lines: one allocation
+    /// for the lines and one for the table, each field copied once. `fill` adds the fields
+    /// with ``Builder/add(name:value:)``, exactly `count` of that total size, and returns
+    /// false when it cannot (the init then returns nil).
+    package init?(validatedCount count: Int, byteCount: Int, _ fill: (inout Builder) -> Bool) {
+        var builder = Builder(count: count)
+        var filled = false
+        storage = [UInt8](unsafeUninitializedCapacity: byteCount) { lines, initialized in
+            builder.lines = UnsafeMutableRawBufferPointer(lines)
+            filled = fill(&builder)
+            initialized = builder.end
+        }
+        guard filled else { return nil }
+        precondition(builder.fields.count == count && builder.end == byteCount, "fewer header bytes than measured")
+        fields = builder.fields
+    }
+
+    /// Writes the fields of ``init(validatedCount:byteCount:_:)`` into place.
+    package struct Builder {
+        var lines = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        var fields: [Field] = []
+        var end = 0
+
+        init(count: Int) {
+            fields.reserveCapacity(count)
+        }
+
+        /// Appends `name: value\r\n`.
+        package mutating func add(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+            precondition(fields.count < fields.capacity && end + name.count + value.count + 4 <= lines.count,
+                         "more header bytes than measured")
+            fields.append(Field(start: end, nameLength: name.count, valueLength: value.count))
+            let base = lines.baseAddress!
+            if let source = name.baseAddress { (base + end).copyMemory(from: source, byteCount: name.count) }
+            end += name.count
+            lines.storeBytes(of: HTTPByte.colon, toByteOffset: end, as: UInt8.self)
+            lines.storeBytes(of: HTTPByte.space, toByteOffset: end + 1, as: UInt8.self)
+            end += 2
+            if let source = value.baseAddress { (base + end).copyMemory(from: source, byteCount: value.count) }
+            end += value.count
+            lines.storeBytes(of: HTTPByte.cr, toByteOffset: end, as: UInt8.self)
+            lines.storeBytes(of: HTTPByte.lf, toByteOffset: end + 1, as: UInt8.self)
+            end += 2
+        }
+    }
+
     /// Appends a field parsed from the wire; the bytes were validated by the parser.
     package mutating func appendValidated(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         let start = storage.count

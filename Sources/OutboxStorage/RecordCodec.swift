@@ -284,12 +284,25 @@ enum RecordCodec {
         let count = Int(try reader.u32())
         // Each field takes at least 8 bytes: a count beyond that is damage, not a reason to reserve.
         guard count <= reader.remaining / 8 else { throw Malformed() }
-        var headers = HTTPHeaders()
+        // Measured first (lengths only), then copied into place in one pass.
+        var measure = reader
+        var byteCount = 0
         for _ in 0..<count {
-            let name = try reader.blobBytes()
-            let value = try reader.blobBytes()
-            headers.appendValidated(name: name.assumingMemoryBound(to: UInt8.self), value: value.assumingMemoryBound(to: UInt8.self))
+            let nameLength = Int(try measure.u32())
+            try measure.skip(nameLength)
+            let valueLength = Int(try measure.u32())
+            try measure.skip(valueLength)
+            byteCount += nameLength + valueLength + 4
         }
+        // The lengths were all read above: these reads cannot fail.
+        let headers = HTTPHeaders(validatedCount: count, byteCount: byteCount) { builder in
+            for _ in 0..<count {
+                guard let name = try? reader.blobBytes(), let value = try? reader.blobBytes() else { return false }
+                builder.add(name: name, value: value)
+            }
+            return true
+        }
+        guard let headers else { throw Malformed() }
         return headers
     }
 

@@ -14,6 +14,25 @@ struct HTTPHeadersTests {
         #expect(sample[1].name == "Set-Cookie" && sample[1].value == "a=1")
     }
 
+    /// The bulk builder the log reads headers back with gives the same list as adding the
+    /// fields one by one; a builder that gives up gives no list.
+    @Test func aListBuiltInBulkEqualsOneBuiltFieldByField() throws {
+        let pairs: [(String, String)] = [("Host", "api.example.test"), ("X-Empty", ""), ("Accept", "*/*"), ("host", "again")]
+        let byteCount = pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
+        let bulk = try #require(HTTPHeaders(validatedCount: pairs.count, byteCount: byteCount) { builder in
+            for (name, value) in pairs {
+                Array(name.utf8).withUnsafeBytes { nameBytes in
+                    Array(value.utf8).withUnsafeBytes { builder.add(name: nameBytes, value: $0) }
+                }
+            }
+            return true
+        })
+        let single = HTTPHeaders(pairs.map { (name: $0.0, value: $0.1) })
+        #expect(bulk == single)
+        #expect(bulk.values("host") == ["api.example.test", "again"])
+        #expect(HTTPHeaders(validatedCount: 2, byteCount: 20) { _ in false } == nil)
+    }
+
     @Test func lookupIgnoresNameCase() {
         #expect(sample.first("SET-COOKIE") == "a=1")
         #expect(sample.values("set-cookie") == ["a=1", "b=2"])
