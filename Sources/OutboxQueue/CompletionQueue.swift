@@ -13,7 +13,8 @@ struct CompletionQueue: Sendable {
 
     private var heap: [Entry] = []
 
-    var count: Int { heap.count }
+    /// Bytes its storage takes (16 per completed operation).
+    var footprintBytes: Int { heap.capacity * MemoryLayout<Entry>.stride }
 
     mutating func append(_ slot: Int32, completedAt: Int64) {
         heap.append(Entry(completedAt: completedAt, slot: slot))

@@ -128,7 +128,7 @@ extension QueueIndex {
             return text.utf8.count + 32
         }
         var bytes = records.capacity * MemoryLayout<Record>.stride + heapPositions.capacity * 4
-        bytes += ids.footprint + keys.footprint
+        bytes += ids.footprint + keys.footprint + completions.footprintBytes
         bytes += lanes.capacity * MemoryLayout<Lane>.stride + lanePositions.capacity * 4
         bytes += laneNumbers.capacity * (MemoryLayout<LaneName>.stride + 4) + freeLanes.capacity * 4
         for lane in lanes {
