@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A large queue at rest: OPS queued 1 KiB operations, the upstream down. What Outbox costs
+# while it only waits (its CPU over IDLE seconds: the periodic maintenance, retention and TTL
+# sweeps and compaction), and what a client writing meanwhile sees: the latency of durable
+# POSTs sent one at a time on one connection (wrk -c1 for LAT_DURATION seconds).
+#
+#   Benchmarks/queue-at-rest.sh                        # build (release), 600 000 queued (~2 min a binary)
+#   OPS=200000 OUTBOX_BIN=/path/to/outbox Benchmarks/queue-at-rest.sh
+#   OUTBOX_BIN=new OUTBOX_BASELINE_BIN=old Benchmarks/queue-at-rest.sh   # old, then new
+#
+# Each binary fills its own queue (wrk POSTing until OPS are pending; the last round may
+# overshoot by a few seconds' worth, and queue.maxOperations, 1 000 000 by default, must stay
+# above what is held, or the latency run measures `507`s) and is measured in the same process,
+# from SETTLE seconds after the fill: the maintenance that runs every second and every 30 s,
+# not a restart (a restart sizes the index for what it recovered, and its first growth after
+# that is measured as a stall of its own).
+#
+# Knobs (env): OPS=600000 IDLE=30 LAT_DURATION=30 (both a whole compaction interval) SETTLE=3 BASE_PORT=19600 (upstream, never
+# started; outbox +3) OUTBOX_BIN OUTBOX_BASELINE_BIN START_TIMEOUT=60
+# Loopback only; every process started here is stopped on exit; data lives in a temp dir.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+OPS=${OPS:-600000}
+IDLE=${IDLE:-30}
+LAT_DURATION=${LAT_DURATION:-30}
+SETTLE=${SETTLE:-3}
+START_TIMEOUT=${START_TIMEOUT:-60}
+BASE_PORT=${BASE_PORT:-19600}
+DOWN_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 3))
+RUN=$(mktemp -d /tmp/restbench.XXXXXX)
+OBX_PID=
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+cleanup() {
+  if [[ -n $OBX_PID ]]; then kill -9 "$OBX_PID" 2>/dev/null || true; wait "$OBX_PID" 2>/dev/null || true; fi
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for n in OPS IDLE LAT_DURATION SETTLE; do [[ ${!n} =~ ^[1-9][0-9]*$ ]] || die "$n=${!n} is not a positive number"; done
+for tool in wrk curl python3; do command -v "$tool" >/dev/null || die "needs $tool (apt-get install wrk curl)"; done
+for port in $OBX_PORT $DOWN_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "port $port is in use (BASE_PORT moves it)"; fi
+done
+if [[ -n ${OUTBOX_BIN:-} ]]; then
+  [[ -x $OUTBOX_BIN ]] || die "OUTBOX_BIN=$OUTBOX_BIN is not an executable file"
+else
+  log "building outbox (release)"
+  (cd "$ROOT" && swift build -c release --product outbox >/dev/null)
+  OUTBOX_BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+fi
+BINS=("$OUTBOX_BIN") NAMES=(outbox)
+if [[ -n ${OUTBOX_BASELINE_BIN:-} ]]; then
+  [[ -x $OUTBOX_BASELINE_BIN ]] || die "OUTBOX_BASELINE_BIN=$OUTBOX_BASELINE_BIN is not an executable file"
+  BINS=("$OUTBOX_BASELINE_BIN" "$OUTBOX_BIN") NAMES=(baseline outbox)
+fi
+
+start_outbox() {  # binary, data dir; sets OBX_PID
+  local t0=$SECONDS
+  : >"$RUN/outbox.err"
+  "$1" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$DOWN_PORT" --data-dir "$2" \
+    --log-level warn >/dev/null 2>"$RUN/outbox.err" &
+  OBX_PID=$!
+  until grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null; do
+    kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; die "outbox exited before listening"; }
+    ((SECONDS - t0 < START_TIMEOUT)) || die "outbox not listening after ${START_TIMEOUT}s"
+    sleep 0.01
+  done
+}
+stop_outbox() { kill -TERM "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true; OBX_PID=; }
+pending() {
+  curl -s "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; print(json.load(sys.stdin)['counts']['pending'])"
+}
+ticks() { awk '{print $14 + $15}' "/proc/$OBX_PID/stat"; }
+
+declare -a LINES=()
+HELD=0 DISK=0
+for i in "${!BINS[@]}"; do
+  log "${NAMES[$i]}: filling $OPS operations (upstream down)"
+  rm -rf "$RUN/data"
+  start_outbox "${BINS[$i]}" "$RUN/data"
+  while (($(pending) < OPS)); do
+    wrk -t2 -c64 -d5s -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
+  done
+  HELD=$(pending) DISK=$(du -sm "$RUN/data" | cut -f1)
+  sleep "$SETTLE"
+  t0=$(ticks)
+  sleep "$IDLE"
+  idle=$(($(ticks) - t0))
+  log "${NAMES[$i]}: latency of single durable POSTs (wrk -c1 -d${LAT_DURATION}s)"
+  wrk -t1 -c1 -d"${LAT_DURATION}s" --latency -s "$HERE/post-1k.lua" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk.txt"
+  non2xx=$(awk '/Non-2xx/ {print $5}' "$RUN/wrk.txt")
+  LINES+=("$(printf '%-8s %s queued (%s MB): idle CPU %4.1f %% of a core; single durable POSTs %s/s, p50 %s, p99 %s, max %s, non-2xx %s' \
+    "${NAMES[$i]}" "$HELD" "$DISK" "$(python3 -c "print($idle / $(getconf CLK_TCK) / $IDLE * 100)")" \
+    "$(awk '/Requests\/sec/ {printf "%.0f", $2}' "$RUN/wrk.txt")" "$(awk '$1 == "50%" {print $2}' "$RUN/wrk.txt")" \
+    "$(awk '$1 == "99%" {print $2}' "$RUN/wrk.txt")" "$(awk '/Latency/ {print $4; exit}' "$RUN/wrk.txt")" "${non2xx:-0}")")
+  stop_outbox
+done
+
+echo
+echo "# queue at rest, $(date -u +%FT%TZ), $(nproc) CPUs, idle ${IDLE}s from ${SETTLE}s after the last fill, then wrk -c1 -d${LAT_DURATION}s"
+printf '%s\n' "${LINES[@]}"
