@@ -31,36 +31,14 @@ START_TIMEOUT=${START_TIMEOUT:-60}
 RUN=$(mktemp -d /tmp/restartbench.XXXXXX)
 OBX_PID=
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-cleanup() {
-  if [[ -n $OBX_PID ]]; then kill -9 "$OBX_PID" 2>/dev/null || true; wait "$OBX_PID" 2>/dev/null || true; fi
-  rm -rf "$RUN"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=Benchmarks/outbox-bins.sh
+source "$HERE/outbox-bins.sh"
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS=$RUNS is not a positive number"
 [[ $OPS =~ ^[1-9][0-9]*$ ]] || die "OPS=$OPS is not a positive number"
-for tool in wrk curl python3; do command -v "$tool" >/dev/null || die "needs $tool"; done
-for port in $OBX_PORT $DOWN_PORT; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "port $port is in use (BASE_PORT moves it)"; fi
-done
-
-if [[ -n ${OUTBOX_BIN:-} ]]; then
-  [[ -x $OUTBOX_BIN ]] || die "OUTBOX_BIN=$OUTBOX_BIN is not an executable file"
-else
-  log "building outbox (release)"
-  (cd "$ROOT" && swift build -c release --product outbox >/dev/null)
-  OUTBOX_BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
-fi
-BINS=("$OUTBOX_BIN")
-NAMES=(outbox)
-if [[ -n ${OUTBOX_BASELINE_BIN:-} ]]; then
-  [[ -x $OUTBOX_BASELINE_BIN ]] || die "OUTBOX_BASELINE_BIN=$OUTBOX_BASELINE_BIN is not an executable file"
-  BINS=("$OUTBOX_BASELINE_BIN" "$OUTBOX_BIN")
-  NAMES=(baseline outbox)
-fi
+need_tools wrk curl python3
+need_free_ports "$OBX_PORT" "$DOWN_PORT"
+select_binaries
 
 start_outbox() {  # binary, data dir; sets OBX_PID, STARTED (s to the listening line), CPU (s of utime+stime then)
   local t0 t1 i
