@@ -294,7 +294,8 @@ enum RecordCodec {
             try measure.skip(valueLength)
             byteCount += nameLength + valueLength + 4
         }
-        // The lengths were all read above: these reads cannot fail.
+        // Every length was checked against the record above, so these reads succeed; were one
+        // to fail, the record is reported as damaged like any other that does not parse.
         let headers = HTTPHeaders(validatedCount: count, byteCount: byteCount) { builder in
             for _ in 0..<count {
                 guard let name = try? reader.blobBytes(), let value = try? reader.blobBytes() else { return false }
