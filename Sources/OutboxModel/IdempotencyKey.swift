@@ -20,5 +20,13 @@ package enum IdempotencyKey {
         return hash.finalize()
     }
 
+    /// `request`'s fingerprint: the stored one, or the digest of its method, target and body
+    /// when it was stored without one (a key Outbox made up).
+    package static func fingerprint(of request: OperationRequest) -> [UInt8] {
+        request.fingerprint.isEmpty
+            ? fingerprint(method: request.method, target: request.target, body: request.body)
+            : request.fingerprint
+    }
+
     private static let separator: [UInt8] = [0]
 }

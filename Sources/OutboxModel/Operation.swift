@@ -67,6 +67,10 @@ public struct OperationRequest: Sendable, Equatable {
     public var body: [UInt8]
     public var idempotencyKey: String
     /// SHA-256 over method, target and body: "the same request" for idempotency (else 422).
+    /// Empty when Outbox made the key up: nobody can repeat that key before its `202` names
+    /// it, and the record holds all three, so the queue derives the digest from the record when
+    /// a request does come back with it (``IdempotencyKey/fingerprint(of:)``) instead of every
+    /// stored request paying for one.
     public var fingerprint: [UInt8]
     public var priority: OperationPriority
     public var tag: String?

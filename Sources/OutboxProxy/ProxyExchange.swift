@@ -485,8 +485,13 @@ final class ProxyExchange: UpstreamResponseHandler {
         prepareUpstreamHead()
         guard let origin, let upstreamHead else { return }
         machine.beginStoring()
-        // Only a stored operation needs its fingerprint; a direct forward never computes it.
-        if fingerprint.isEmpty { fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy) }
+        // Only a stored operation needs its fingerprint, and only under a key the client chose:
+        // one made up here is first named by this request's 202, and if it comes back the queue
+        // derives the digest from the stored record (SHA-256 of each body was 4 % of the CPU
+        // of a durable 202). A direct forward never computes it.
+        if fingerprint.isEmpty, generatedKey == nil {
+            fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
+        }
         bodyHandedOn = true
         let request = OperationRequest(
             id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,

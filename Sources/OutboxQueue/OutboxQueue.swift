@@ -282,7 +282,8 @@ public final class OutboxQueue: Sendable {
     /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
     /// record and the response of a completed operation in its latest state, both read from disk.
     private func keyHolder(_ entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError) -> OperationSnapshot {
-        let request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
+        var request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
+        request.fingerprint = IdempotencyKey.fingerprint(of: request)
         var state = entry.state
         if entry.status == .completed {
             state.response = try latestBodies(of: entry).response

@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 
 /// Idempotency keys: a repeated write with the same key and request is the same
@@ -35,6 +36,36 @@ struct QueueIdempotencyTests {
         #expect(replayed.headers["Outbox-Operation-Id"] == first.id, "\(replayed)")
         #expect(replayed.headers["X-Upstream"] == "yes", "stored headers not replayed: \(replayed)")
         #expect(upstream.requests.count == 1, "the repeat reached the upstream: \(upstream.requests.map(\.bodyText))")
+    }
+
+    /// The key in a `202` for a request that came without one is Outbox's own, and its record
+    /// carries no digest: a client that repeats the request under that key must still get the
+    /// same operation, and another request under it a 422, also from a restarted process that
+    /// knows the operation from disk only.
+    @Test func keyOutboxMadeUpRecognisesItsRequestAcrossKillNine() async throws {
+        let upstream = try TestUpstream()
+        upstream.stop()
+        let home = try TemporaryDirectory()
+        let data = home.file("data")
+        let config = OutboxProcess.fastQueueConfig()
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let stored = try first.enqueue("/orders?x=1", body: "amount=5")
+        let key = [HeaderField("Idempotency-Key", stored.idempotencyKey)]
+
+        func expectOneOperation(_ outbox: OutboxProcess, _ moment: String) throws {
+            let again = try outbox.enqueue("/orders?x=1", body: "amount=5", headers: key)
+            #expect(again.id == stored.id, "\(moment): the same request under its made-up key was stored again: \(again.id) vs \(stored.id)")
+            expectErrorResponse(try outbox.send("POST", "/orders?x=1", body: "amount=6", headers: key), status: 422, from: outbox)
+            expectErrorResponse(try outbox.send("POST", "/orders?x=2", body: "amount=5", headers: key), status: 422, from: outbox)
+            expectErrorResponse(try outbox.send("PUT", "/orders?x=1", body: "amount=5", headers: key), status: 422, from: outbox)
+            let status = try JSONObject(outbox.admin("status"))
+            #expect(status.object("counts")?.int("pending") == 1, "\(moment): \(status)")
+        }
+        try expectOneOperation(first, "before the kill")
+        first.terminate(signal: SIGKILL)
+        #expect(try await first.waitForExit() == .signaled(SIGKILL))
+        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        try expectOneOperation(second, "after kill -9 and a restart")
     }
 
     @Test func sameKeyWithAnotherTargetIsUnprocessable() async throws {
