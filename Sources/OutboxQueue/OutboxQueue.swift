@@ -433,9 +433,12 @@ extension OutboxQueue: QueueGateway {
         }
         guard keyIsFresh || reserveKey(of: request, completion) else { return }
         let operation = OperationSnapshot(request, state: OperationState())
+        // Made here, on the caller's thread: the key's parse and both table hashes would
+        // otherwise run on the log's writer thread, whose completions hold back the next sync.
+        let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state)
         // The completion keeps the snapshot only: the request (headers, body) is in the frame.
         log.append(.created(request, operation.state)) { [self] result in
-            let outcome = indexStored(operation, result)
+            let outcome = indexStored(operation, insertion, result)
             if keyIsFresh {
                 completion(outcome)
             } else {
@@ -446,8 +449,8 @@ extension OutboxQueue: QueueGateway {
 
     /// Indexes `operation` once its `created` record is durable (on the log's writer thread),
     /// announces it and wakes its lanes; or turns the append's failure into the client's answer.
-    private func indexStored(_ operation: OperationSnapshot, _ result: Result<RecordLocation, StorageError>)
-        -> Result<OperationSnapshot, EnqueueError> {
+    private func indexStored(_ operation: OperationSnapshot, _ insertion: QueueIndex<OperationRecords>.Insertion,
+                             _ result: Result<RecordLocation, StorageError>) -> Result<OperationSnapshot, EnqueueError> {
         let location: RecordLocation
         switch result {
         case .success(let written):
@@ -460,7 +463,7 @@ extension OutboxQueue: QueueGateway {
         }
         let inserted = index.withLock { index -> Result<[Origin], QueueIndexError> in
             do throws(QueueIndexError) {
-                try index.insert(operation, locator: OperationRecords(created: location, state: nil))
+                try index.insert(insertion, locator: OperationRecords(created: location, state: nil))
                 return .success(index.takeLanesToWake())
             } catch {
                 return .failure(error)

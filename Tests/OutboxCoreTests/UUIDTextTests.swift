@@ -14,6 +14,17 @@ struct UUIDTextTests {
         }
     }
 
+    @Test func everyByteValue_AtEveryPosition_IsWrittenAsFoundationWritesIt() {
+        for value in 0...255 {
+            for position in 0..<16 {
+                var bytes = [UInt8](repeating: UInt8(255 - value), count: 16)
+                bytes[position] = UInt8(value)
+                let uuid = bytes.withUnsafeBytes { UUID(uuid: $0.load(as: uuid_t.self)) }
+                #expect(UUIDText.lowercase(uuid) == uuid.uuidString.lowercased(), "byte \(value) at \(position)")
+            }
+        }
+    }
+
     @Test func letterCaseIsReported_AndNonCanonicalTextIsRefused() {
         #expect(UUIDText.parse("0f8e4c1a-0000-4000-8000-00000000abcd")?.1 == .lower)
         #expect(UUIDText.parse("0F8E4C1A-0000-4000-8000-00000000ABCD")?.1 == .upper)
