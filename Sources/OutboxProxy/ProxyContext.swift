@@ -38,13 +38,13 @@ final class ProxyContext: Sendable {
     let admin: (any AdminEndpoint)?
     /// Whether `admin.listen` is set: the admin API is then served only on its own listener.
     let adminHasOwnListener: Bool
-    /// A stored operation's URL without its id, the `Location` of a `202`: a path on this
-    /// listener, or an absolute URL when the admin API has its own listener (where a path on
-    /// the main listener would reach the upstream instead).
-    let operationLocationBase: String
-    /// The same as an absolute `http://` URL, for a `202` inside an intercepted tunnel, where a
-    /// path would resolve against the origin.
-    let absoluteOperationLocationBase: String
+    /// What a `202` takes from the configuration; its `Location` is a stored operation's URL
+    /// without its id: a path on this listener, or an absolute URL when the admin API has its
+    /// own listener (where a path on the main listener would reach the upstream instead).
+    let acceptedTemplate: QueueAnswer.AcceptedTemplate
+    /// The same with the `Location` as an absolute `http://` URL, for a `202` inside an
+    /// intercepted tunnel, where a path would resolve against the origin.
+    let absoluteAcceptedTemplate: QueueAnswer.AcceptedTemplate
     let metrics: Metrics
     /// The fault rules every upstream request passes (empty unless a test adds some).
     let faults: FaultBook
@@ -70,9 +70,13 @@ final class ProxyContext: Sendable {
         unavailableStatuses = Set(config.queue.unavailableStatuses)
         adminPrefix = config.admin.pathPrefix
         adminHasOwnListener = config.admin.listen != nil
-        operationLocationBase = (adminListenAddress.map { "http://\($0)" } ?? "") + config.admin.pathPrefix + "/operations/"
-        absoluteOperationLocationBase = "http://\(adminListenAddress ?? mainListenAddress ?? config.listen)"
-            + config.admin.pathPrefix + "/operations/"
+        let operations = config.admin.pathPrefix + "/operations/"
+        acceptedTemplate = QueueAnswer.AcceptedTemplate(
+            locationBase: (adminListenAddress.map { "http://\($0)" } ?? "") + operations,
+            idempotencyHeader: config.idempotency.header)
+        absoluteAcceptedTemplate = QueueAnswer.AcceptedTemplate(
+            locationBase: "http://\(adminListenAddress ?? mainListenAddress ?? config.listen)" + operations,
+            idempotencyHeader: config.idempotency.header)
         upstream = config.upstream
         upstreamOrigin = config.upstream?.origin
         forwardProxy = config.forwardProxy

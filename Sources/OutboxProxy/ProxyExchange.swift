@@ -514,11 +514,11 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func answerAccepted(_ info: OperationSnapshot) {
         let keepAlive = settlesKeepAlive(after: .local)
         let context = client.context
-        let locationBase = client.interceptedOrigin == nil ? context.operationLocationBase : context.absoluteOperationLocationBase
+        let template = client.interceptedOrigin == nil ? context.acceptedTemplate : context.absoluteAcceptedTemplate
         let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version)
         responseBytes = client.stream.withOutput {
-            QueueAnswer.writeAccepted(info, locationBase: locationBase, idempotencyHeader: context.idempotencyHeader,
-                                      connection: connection, withBody: head.method != "HEAD", into: &$0)
+            QueueAnswer.writeAccepted(info, template: template, connection: connection, withBody: head.method != "HEAD",
+                                      into: &$0)
         }
         finish(status: 202, keepAlive: keepAlive)
     }

@@ -11,15 +11,35 @@ struct QueueAnswer: Equatable {
     var head: HTTPResponseHead
     var body: [UInt8]
 
+    /// The parts of every `202` that come from the configuration, rendered once: the
+    /// `Location` line up to the id (`locationBase`, relative or absolute) and the name of the
+    /// idempotency header, each sanitised as a header line must be.
+    struct AcceptedTemplate: Sendable {
+        /// `\r\nLocation: <base>`: the id follows.
+        let locationLine: [UInt8]
+        /// `\r\n<idempotency header>: `: the key follows.
+        let keyLine: [UInt8]
+
+        init(locationBase: String, idempotencyHeader: String) {
+            var location = Array("\r\nLocation: ".utf8)
+            HTTPSerializer.appendSanitized(locationBase, into: &location)
+            locationLine = location
+            var key = Array("\r\n".utf8)
+            HTTPSerializer.appendSanitized(idempotencyHeader, into: &key)
+            key.append(contentsOf: ": ".utf8)
+            keyLine = key
+        }
+    }
+
     /// Writes the `202 Accepted` for `info` into `out`, head and body in one piece: its id (also
-    /// as `Outbox-Operation-Id` and in the `Location` below `locationBase`), its key under
-    /// `idempotencyHeader`, `Connection: connection` when given, and a JSON body with id, status,
-    /// key and `queuedAt` (left out when `withBody` is false, as a `HEAD` answer is; its length
-    /// still framed). Returns the body's length.
+    /// as `Outbox-Operation-Id` and in the `Location` below the template's base), its key under
+    /// the template's header, `Connection: connection` when given, and a JSON body with id,
+    /// status, key and `queuedAt` (left out when `withBody` is false, as a `HEAD` answer is; its
+    /// length still framed). Returns the body's length.
     ///
     /// Every stored request is answered with one, so it is written from byte templates: the text
     /// is the one a head of `HTTPHeaders` and a `JSON` body render, without building either.
-    static func writeAccepted(_ info: OperationSnapshot, locationBase: String, idempotencyHeader: String,
+    static func writeAccepted(_ info: OperationSnapshot, template: AcceptedTemplate,
                               connection: String?, withBody: Bool, into out: inout [UInt8]) -> Int {
         let status = info.state.status.rawValue
         let bodyCount = Self.fixedBodyBytes + status.utf8.count + JSON.quotedCount(info.idempotencyKey)
@@ -29,14 +49,11 @@ struct QueueAnswer: Equatable {
             UUIDText.write(info.id, into: id)
             out.append(literal: "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: ")
             JSON.appendDigits(UInt(bodyCount), to: &out)
-            out.append(literal: "\r\nLocation: ")
-            HTTPSerializer.appendSanitized(locationBase, into: &out)
+            out.append(contentsOf: template.locationLine)
             out.append(contentsOf: id)
             out.append(literal: "\r\nOutbox-Operation-Id: ")
             out.append(contentsOf: id)
-            out.append(literal: "\r\n")
-            HTTPSerializer.appendSanitized(idempotencyHeader, into: &out)
-            out.append(literal: ": ")
+            out.append(contentsOf: template.keyLine)
             HTTPSerializer.appendSanitized(info.idempotencyKey, into: &out)
             out.append(literal: "\r\n")
             if let connection {

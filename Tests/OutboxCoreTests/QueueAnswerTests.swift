@@ -20,8 +20,9 @@ struct QueueAnswerTests {
                                 header: String = "X-Request-Key", connection: String? = nil, withBody: Bool = true,
                                 after prefix: [UInt8] = []) -> (bytes: [UInt8], bodyCount: Int) {
         var out = prefix
-        let count = QueueAnswer.writeAccepted(info, locationBase: locationBase, idempotencyHeader: header,
-                                              connection: connection, withBody: withBody, into: &out)
+        let template = QueueAnswer.AcceptedTemplate(locationBase: locationBase, idempotencyHeader: header)
+        let count = QueueAnswer.writeAccepted(info, template: template, connection: connection, withBody: withBody,
+                                              into: &out)
         return (out, count)
     }
 
