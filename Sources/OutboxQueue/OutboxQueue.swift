@@ -60,6 +60,7 @@ public final class OutboxQueue: Sendable {
         func discard(_ location: RecordLocation?) {
             if let location { dead[location.segment, default: 0] += Int(location.length) }
         }
+        index.reserveRecords(Self.recordReservation(maxOperations: config.queue.maxOperations))
         let log = try OperationLog.open(directory: config.dataDirectory, options: options, logger: logger, reserve: { records in
             index.reserveCapacity(Self.reservation(expecting: records, maxOperations: config.queue.maxOperations))
         }, prepare: Self.prepare) { record in
@@ -147,6 +148,15 @@ public final class OutboxQueue: Sendable {
     static func reservation(expecting records: Int, maxOperations: Int) -> Int {
         let expected = min(records, maxOperations)
         return expected + expected / 32 + 1024
+    }
+
+    /// Operations whose index records are reserved up front, untouched (see
+    /// `QueueIndex.reserveRecords`): as many as the queue may hold, plus the margin of
+    /// `reservation`, so the records never move. At most 2^21 (256 MiB of address space): a
+    /// queue allowed more grows by doubling past that, and an allocation larger than the
+    /// machine's memory could be refused where the kernel checks overcommit.
+    static func recordReservation(maxOperations: Int) -> Int {
+        min(reservation(expecting: maxOperations, maxOperations: maxOperations), 1 << 21)
     }
 
     /// Connects the replayer (built after the server, which owns the event loops it sends on).

@@ -239,7 +239,9 @@ extension QueueIndex {
     /// Rebuilds counts, lane heaps, schedules and dependencies from the records' statuses
     /// alone, in creation order (tombstones are skipped).
     mutating func rebuildLanes() {
-        heapPositions = [Int32](repeating: -1, count: records.count)
+        // Refilled in place: the storage keeps its reservation (see `reserveRecords`).
+        heapPositions.removeAll(keepingCapacity: true)
+        heapPositions.append(contentsOf: repeatElement(-1, count: records.count))
         dependents = [:]
         statusCounts = [Int](repeating: 0, count: OperationStatus.allCases.count)
         for origin in originLanes.indices { originLanes[origin] = OriginLanes(defaultLane: originLanes[origin].defaultLane) }

@@ -316,13 +316,23 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Only on an empty index; later, the tables grow as they fill.
     public mutating func reserveCapacity(_ count: Int) {
         guard records.isEmpty, count > 0 else { return }
-        records.reserveCapacity(count)
-        heapPositions.reserveCapacity(count)
         // Before the first append touches the pages (see `HugePages`).
-        let bytes = records.capacity * MemoryLayout<Record>.stride
-        records.withUnsafeMutableBufferPointer { HugePages.advise(UnsafeMutableRawPointer($0.baseAddress), byteCount: bytes) }
+        reserveRecords(count)
         ids.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
         keys.rebuild(capacityFor: count, slots: [], hashOf: { _ in 0 })
+    }
+
+    /// Reserves the record storage for up to `count` operations on an empty index, touching
+    /// none of it: its pages stay the kernel's zero pages until records land on them, so the
+    /// reservation costs address space, not memory (the `Benchmarks/restart.sh` RSS does not
+    /// move). Growing by doubling instead copied every record under the index lock: 64 MiB at
+    /// the 2^19th operation, tens of milliseconds in which every event loop waited.
+    public mutating func reserveRecords(_ count: Int) {
+        guard records.isEmpty, count > records.capacity else { return }
+        records.reserveCapacity(count)
+        heapPositions.reserveCapacity(count)
+        let bytes = records.capacity * MemoryLayout<Record>.stride
+        records.withUnsafeMutableBufferPointer { HugePages.advise(UnsafeMutableRawPointer($0.baseAddress), byteCount: bytes) }
     }
 
     /// Adds an operation in `state`. Insert in creation order: the index numbers entries in
@@ -455,11 +465,13 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         nextSequence += 1
         // The hash closures capture `records` only: a method reference would capture a copy of
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
-        // Made only when a table must grow: the capture costs a retain and a release.
+        // Made only when a table grows or drains: the capture costs a retain and a release.
         if ids.isFull { ids.grow(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
         if keys.isFull { keys.grow(hashOf: { [records] in records[Int($0)].key.tableHash }) }
         ids.insert(slot, hash: idHash)
         keys.insert(slot, hash: keyHash)
+        if ids.isDraining { ids.drain(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
+        if keys.isDraining { keys.drain(hashOf: { [records] in records[Int($0)].key.tableHash }) }
         return slot
     }
 
