@@ -85,13 +85,22 @@ struct SecureUpstreamFailureTests {
         #expect(origin.backend.requests.isEmpty, "\(origin.diagnostics)")
     }
 
+    /// With TLS 1.3 the client's handshake is complete before the server has judged its
+    /// certificate; the refusal is an alert after it. A probe must wait for that answer, or it
+    /// calls the origin online at every interval (and every replay attempt fails on it).
     @Test func originRequiringAClientCertificateIsUnreachableWithoutOne() async throws {
         let origin = try await ProxiedOrigin.start(clientCA: TLSFixtures.clientCAFile, config: Self.fastProbes)
         let front = try #require(origin.front)
         let read = try origin.outbox.exchange("GET /mtls HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
         expectErrorResponse(read, status: 503, from: origin.outbox)
         try await front.waitForFailedHandshake()
-        let entry = try await origin.outbox.waitForOriginStatus(front.baseURL) { $0.bool("online") == false }
+        _ = try await origin.outbox.waitForOriginStatus(front.baseURL) { $0.bool("online") == false }
+        // Three more connections: the probes. (An origin a probe had called online would get
+        // no more of them.)
+        try await front.waitForAccepted(front.acceptedConnections + 3)
+        let status = try JSONObject(origin.outbox.admin("status"))
+        let entry = try #require(status.objects("origins")?.first { $0.string("origin") == front.baseURL }, "\(status)")
+        #expect(entry.bool("online") == false, "a probe called the origin online: \(entry)\n\(front)")
         #expect(entry.string("lastError")?.hasPrefix("tls: ") == true, "\(entry)")
         #expect(origin.backend.requests.isEmpty, "\(origin.diagnostics)")
     }

@@ -223,6 +223,11 @@ package final class TLSEngine {
     /// Whether the completed handshake resumed a session instead of a full key exchange.
     package var resumedSession: Bool { SSL_session_reused(ssl) == 1 }
 
+    /// Whether the completed handshake negotiated TLS 1.3, where a client's handshake is done
+    /// before the server has judged the client's certificate: a refusal comes after it, as an
+    /// alert in place of the session tickets an accepting server sends.
+    package var negotiatedTLS13: Bool { SSL_version(ssl) == TLS1_3_VERSION }
+
     /// Ciphertext read from the peer.
     package func feed(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { feed($0) }

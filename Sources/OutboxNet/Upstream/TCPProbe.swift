@@ -43,8 +43,10 @@ package enum TCPProbe {
     }
 
     /// Drives the handshake over the (non-blocking) socket until it completes, fails or the
-    /// deadline passes.
+    /// deadline passes; with TLS 1.3, also until the server has answered the client's part
+    /// (``acceptedAfterHandshake``).
     private static func handshakes(_ engine: TLSEngine, fd: Int32, until end: UInt64) -> Bool {
+        let started = MonotonicClock.nanos()
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let step = engine.handshake()
@@ -60,16 +62,54 @@ package enum TCPProbe {
                 }
             }
             switch step {
-            case .complete: return true
+            case .complete:
+                guard engine.negotiatedTLS13 else { return true }
+                // The server's answer takes about as long as the handshake took: four times
+                // that, at least 250 ms, and never past the probe's own deadline.
+                let elapsed = MonotonicClock.nanos() &- started
+                let grace = min(end, MonotonicClock.nanos() &+ max(4 &* elapsed, 250_000_000))
+                return acceptedAfterHandshake(engine, fd: fd, buffer: &buffer, until: grace)
             case .failed: return false
             case .wantRead, .wantWrite:
-                guard Sockets.wait(fd, for: POLLIN, until: end) else { return false }
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if count > 0 {
-                    buffer.withUnsafeBytes { engine.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                } else if count == 0 || (errno != EAGAIN && errno != EINTR) {
-                    return false
-                }
+                guard receive(into: engine, fd: fd, buffer: &buffer, until: end) == .again else { return false }
+            }
+        }
+    }
+
+    /// `again`: bytes were fed (or the wake-up was spurious): look at the engine again.
+    private enum Reception { case again, timedOut, ended }
+
+    /// Waits until `end` for bytes from the server and feeds what arrives to `engine`.
+    private static func receive(into engine: TLSEngine, fd: Int32, buffer: inout [UInt8], until end: UInt64) -> Reception {
+        guard Sockets.wait(fd, for: POLLIN, until: end) else { return .timedOut }
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count > 0 {
+            buffer.withUnsafeBytes { engine.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            return .again
+        }
+        // EAGAIN after a wake-up: nothing yet, look again.
+        return count < 0 && (errno == EAGAIN || errno == EINTR) ? .again : .ended
+    }
+
+    /// After a TLS 1.3 handshake: whether the server accepted the client. An origin that
+    /// requires a client certificate completes the client's handshake and only then sends
+    /// its refusal, so a probe that stopped at the handshake called such an origin online at
+    /// every interval, and every replay attempt failed on it. A session ticket means the server
+    /// went on; an alert or a close means it did not; silence until `end` (a server that sends
+    /// no tickets) counts as accepted.
+    private static func acceptedAfterHandshake(_ engine: TLSEngine, fd: Int32, buffer: inout [UInt8],
+                                               until end: UInt64) -> Bool {
+        while true {
+            switch engine.read(into: &buffer) {
+            case .failed, .closed: return false
+            case .bytes: return true
+            case .wantRead:
+                if engine.takeNewSession() != nil { return true }
+            }
+            switch receive(into: engine, fd: fd, buffer: &buffer, until: end) {
+            case .again: continue
+            case .timedOut: return true
+            case .ended: return false
             }
         }
     }
