@@ -163,15 +163,8 @@ private final class InjectedFault: UpstreamCall, DeadlineTracked {
         case .status(let status, let retryAfter, let body):
             guard let handler else { return end() }
             end()
-            var headers = HTTPHeaders()
-            if !body.isEmpty {
-                let json = body.first { $0 != UInt8(ascii: " ") }.map { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") } ?? false
-                headers.add("Content-Type", json ? "application/json" : "text/plain; charset=utf-8")
-            }
-            headers.add("Content-Length", String(body.count))
-            // Retry-After carries whole seconds only (RFC 9110 §10.2.3).
-            if let retryAfter { headers.add("Retry-After", String(Int(retryAfter.rounded(.up)))) }
-            handler.upstreamReceivedHead(HTTPResponseHead(status: status, headers: headers), framing: .contentLength(body.count))
+            handler.upstreamReceivedHead(FaultAnswer.head(status: status, retryAfterSeconds: retryAfter, body: body),
+                                         framing: .contentLength(body.count))
             if !body.isEmpty { body.withUnsafeBytes { handler.upstreamReceivedBody($0) } }
             handler.upstreamFinished(trailers: HTTPHeaders())
             handler.upstreamProcessedInput()
@@ -194,5 +187,20 @@ private final class InjectedFault: UpstreamCall, DeadlineTracked {
         if case .waiting = phase { loop.untrack(self) }
         handler = nil
         phase = .done
+    }
+}
+
+/// The response head of a `status` rule: as an origin would send it, framed by length, typed
+/// JSON when the body looks like JSON, with `Retry-After` in whole seconds (RFC 9110 §10.2.3).
+enum FaultAnswer {
+    static func head(status: Int, retryAfterSeconds retryAfter: Double?, body: [UInt8]) -> HTTPResponseHead {
+        var headers = HTTPHeaders()
+        if !body.isEmpty {
+            let json = body.first { $0 != UInt8(ascii: " ") }.map { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") } ?? false
+            headers.add("Content-Type", json ? "application/json" : "text/plain; charset=utf-8")
+        }
+        headers.add("Content-Length", String(body.count))
+        if let retryAfter { headers.add("Retry-After", String(Int(retryAfter.rounded(.up)))) }
+        return HTTPResponseHead(status: status, headers: headers)
     }
 }
