@@ -121,13 +121,14 @@ extension QueueIndex {
     /// Bytes the index holds, counted from its arrays' capacities, the records' `Extras` boxes
     /// and the out-of-line storage of strings too long to be stored inline (over 15 UTF-8
     /// bytes; ~32 bytes of header each). An estimate for reports and tests, independent of
-    /// allocator behaviour.
+    /// allocator behaviour. The records and their heap positions count as far as they are
+    /// filled: the rest of their reservation is never touched (see `reserveRecords`).
     public var footprintBytes: Int {
         func outOfLine(_ text: String?) -> Int {
             guard let text, text.utf8.count > 15 else { return 0 }
             return text.utf8.count + 32
         }
-        var bytes = records.capacity * MemoryLayout<Record>.stride + heapPositions.capacity * 4
+        var bytes = records.count * MemoryLayout<Record>.stride + heapPositions.count * 4
         bytes += ids.footprint + keys.footprint + completions.footprintBytes
         bytes += lanes.capacity * MemoryLayout<Lane>.stride + lanePositions.capacity * 4
         bytes += laneNumbers.capacity * (MemoryLayout<LaneName>.stride + 4) + freeLanes.capacity * 4
