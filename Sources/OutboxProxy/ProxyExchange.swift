@@ -499,7 +499,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
             createdAt: WallClock.millis(), orderingKey: control.orderingKey)
         let bound = LoopBound(value: self, loop: client.loop)
-        queue.enqueue(request, keyIsFresh: generatedKey != nil) { result in
+        queue.enqueue(request, freshKey: generatedKey) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
         }
     }

@@ -434,18 +434,20 @@ extension OutboxQueue: QueueGateway {
         }
     }
 
-    package func enqueue(_ request: OperationRequest, keyIsFresh: Bool = false,
+    package func enqueue(_ request: OperationRequest, freshKey: UUID? = nil,
                          completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         let count = index.withLock { $0.count }
         guard count < maxOperations else {
             completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
             return
         }
+        assert(freshKey.map { $0.lowercasedText == request.idempotencyKey } ?? true, "a fresh key is the key's UUID")
+        let keyIsFresh = freshKey != nil
         guard keyIsFresh || reserveKey(of: request, completion) else { return }
         let operation = OperationSnapshot(request, state: OperationState())
         // Made here, on the caller's thread: the key's parse and both table hashes would
         // otherwise run on the log's writer thread, whose completions hold back the next sync.
-        let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state)
+        let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state, freshKey: freshKey)
         // The completion keeps the snapshot only: the request (headers, body) is in the frame.
         log.append(.created(request, operation.state)) { [self] result in
             let outcome = indexStored(operation, insertion, result)

@@ -21,9 +21,10 @@ package protocol QueueGateway: AnyObject, Sendable {
     func resolveDependency(_ reference: String) -> UUID?
     /// Stores the operation durably; `completion` runs after its record is on stable storage,
     /// with the operation that holds the request's key (this one, or one stored before it).
-    /// `keyIsFresh`: the proxy made the key up for this request (a random UUID), so no other
-    /// request can hold it, and it is neither reserved nor looked up.
-    func enqueue(_ request: OperationRequest, keyIsFresh: Bool,
+    /// `freshKey`: the random UUID the proxy made up as this request's key (its lowercase text
+    /// is `request.idempotencyKey`), so no other request can hold it: it is neither reserved
+    /// nor looked up, and the index takes the UUID as it is instead of parsing its text.
+    func enqueue(_ request: OperationRequest, freshKey: UUID?,
                  completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)
     /// Queueing was decided because `origin` is unreachable: remember it for the replayer.
     /// Returns whether the origin was reachable until now.

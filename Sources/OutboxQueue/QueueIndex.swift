@@ -393,11 +393,13 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
                       dependsOn: dependsOn, createdAt: createdAt, orderingKey: orderingKey, state: IndexedState(state))
         }
 
-        /// `operation` in `state`.
-        public init(_ operation: OperationSnapshot, state: OperationState) {
-            self.init(id: operation.id, origin: operation.origin, idempotencyKey: operation.idempotencyKey,
-                      priority: operation.priority, tag: operation.tag, dependsOn: operation.dependsOn,
-                      createdAt: operation.createdAt, orderingKey: operation.orderingKey, state: state)
+        /// `operation` in `state`; `freshKey`, when given, is the UUID whose lowercase text is
+        /// its key (one the proxy made up), taken as it is rather than parsed back from the text.
+        public init(_ operation: OperationSnapshot, state: OperationState, freshKey: UUID? = nil) {
+            self.init(id: operation.id, key: freshKey.map(IndexedKey.lowercaseUUID) ?? IndexedKey(operation.idempotencyKey),
+                      origin: operation.origin, priority: operation.priority, tag: operation.tag,
+                      dependsOn: operation.dependsOn, createdAt: operation.createdAt, orderingKey: operation.orderingKey,
+                      state: IndexedState(state))
         }
 
         /// A `created` record's fields for `restore(_:locator:)`, the key as its UTF-8 bytes;

@@ -61,9 +61,10 @@ struct QueueEnqueueTests {
         let lines = StorageLogLines()
         let queue = try Self.open(directory, lines: lines)
         // A request that came without a key: the proxy makes one up and says so.
-        let fresh = Self.another(StorageSamples.request(1), key: UUID().lowercasedText)
+        let madeUp = UUID()
+        let fresh = Self.another(StorageSamples.request(1), key: madeUp.lowercasedText)
         let stored = try await withCheckedContinuation { continuation in
-            queue.enqueue(fresh, keyIsFresh: true) { continuation.resume(returning: $0) }
+            queue.enqueue(fresh, freshKey: madeUp) { continuation.resume(returning: $0) }
         }.get()
         #expect(stored.id == fresh.id)
         #expect(try queue.operation(withKey: fresh.idempotencyKey)?.id == fresh.id)
