@@ -399,10 +399,15 @@ final class ProxyExchange: UpstreamResponseHandler {
                 known = .operation(existing, storedResponse: stored)
             }
         }
+        let connectivity = connectivity(of: origin, in: queue)
+        // The lane matters only to a request that could be forwarded: one that is stored anyway
+        // skips the lookup, and with it the index's lock, which the log's writer takes for every
+        // record it indexes.
+        let laneHasQueued = connectivity == .online && !control.forceQueue
+            && queue.hasQueued(origin, orderingKey: control.orderingKey)
         let request = QueueDecision.Request(
-            key: key, known: known, fingerprint: fingerprint, connectivity: connectivity(of: origin, in: queue),
-            laneHasQueued: queue.hasQueued(origin, orderingKey: control.orderingKey), forceQueue: control.forceQueue,
-            dependency: dependency(in: queue))
+            key: key, known: known, fingerprint: fingerprint, connectivity: connectivity,
+            laneHasQueued: laneHasQueued, forceQueue: control.forceQueue, dependency: dependency(in: queue))
         carryOut(QueueDecision.decide(request), queue)
     }
 

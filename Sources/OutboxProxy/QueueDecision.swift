@@ -76,7 +76,9 @@ enum QueueDecision: Equatable, Sendable {
         /// direct forward never hashes its body).
         var fingerprint: [UInt8]
         var connectivity: Connectivity
-        /// The request's lane (its origin and `Outbox-Ordering-Key`) still holds operations that are not finished.
+        /// The request's lane (its origin and `Outbox-Ordering-Key`) still holds operations that
+        /// are not finished. Looked up only when it can change the decision (an origin online,
+        /// no `Outbox-Mode: queue`); false otherwise.
         var laneHasQueued: Bool
         /// `Outbox-Mode: queue`.
         var forceQueue: Bool
