@@ -563,6 +563,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// attempt) since the last call; the replayer wakes those lanes.
     public mutating func takeLanesToWake() -> [Origin] {
         defer { lanesToWake.removeAll(keepingCapacity: true) }
+        // One origin is the usual case (every stored request wakes its own): no sort for it.
+        if lanesToWake.count == 1, let only = lanesToWake.first { return [origins[Int(only)]] }
         return lanesToWake.sorted().map { origins[Int($0)] }
     }
 

@@ -8,7 +8,7 @@ import Synchronization
 /// The durable queue's storage engine: an append-only, segmented log of checksummed records
 /// in the data directory (format in `docs/storage.md`), with group commit.
 ///
-/// Appends are framed on the caller's thread and copied into a shared buffer; one writer
+/// Appends are framed on the caller's thread, straight into a shared buffer; one writer
 /// thread takes the whole buffer (the callers go on filling the other one), writes it with one
 /// `pwrite`, makes it durable with one `fdatasync` and runs its completions. Batching needs no
 /// timer: records pile up while the previous sync runs. Readers `pread` sealed and active
@@ -107,7 +107,7 @@ public final class OperationLog: Sendable {
         /// The frames of `pending`, back to back. The writer swaps the whole buffer for its
         /// empty one, so no copy happens on its thread and appends made during a sync go into
         /// the next batch at once.
-        var bytes: [UInt8] = []
+        var bytes = FrameBuffer()
         var pending: [PendingAppend] = []
         /// When the oldest of `pending` was appended (monotonic ns).
         var oldestAppendedAt: UInt64 = 0
@@ -158,17 +158,18 @@ public final class OperationLog: Sendable {
     /// A `deferred` record starts no sync by itself (see the type's comment).
     public func append(_ record: LogRecord, deferred: Bool = false,
                        completion: @escaping @Sendable (Result<RecordLocation, StorageError>) -> Void) {
-        let frame = RecordCodec.encode(record)
-        guard frame.count - RecordFrame.headerSize <= RecordFrame.maxLength else {
-            completion(.failure(.io("record of \(frame.count) bytes is larger than the log accepts")))
+        let size = RecordCodec.frameSize(record)
+        guard size - RecordFrame.headerSize <= RecordFrame.maxLength else {
+            completion(.failure(.io("record of \(size) bytes is larger than the log accepts")))
             return
         }
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
                 if queue.pending.isEmpty { queue.oldestAppendedAt = MonotonicClock.nanos() }
-                queue.bytes.append(contentsOf: frame)
-                queue.pending.append(PendingAppend(length: frame.count, completion: completion))
+                // Encoded in place, under the lock: see `FrameBuffer`.
+                RecordCodec.encode(record, into: queue.bytes.extend(by: size))
+                queue.pending.append(PendingAppend(length: size, completion: completion))
                 if !deferred || queue.pending.count >= options.maxDeferredRecords { queue.due = true }
                 return (wakesWriter(&queue), nil)
             case .failed(let reason):
@@ -301,13 +302,12 @@ public final class OperationLog: Sendable {
         var cursor = start
         // The batch's bytes: swapped for the callers' buffer, which gets this one's capacity
         // back empty, so the two buffers take turns without a copy or an allocation.
-        var batchBytes: [UInt8] = []
-        batchBytes.reserveCapacity(1 << 20)
+        var batchBytes = FrameBuffer(capacity: 1 << 20)
         while true {
             let step = appends.withLock { queue -> WriterStep in
                 switch queue.state {
                 case .failed(let reason):
-                    defer { queue.pending = []; queue.bytes = [] }
+                    defer { queue.pending = []; queue.bytes.removeAll() }
                     return .stop(queue.pending, .io(reason))
                 case .open, .closing, .closed:
                     break
@@ -346,7 +346,7 @@ public final class OperationLog: Sendable {
                 let syncedAt = MonotonicClock.nanos()
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
-                batchBytes.removeAll(keepingCapacity: true)
+                batchBytes.removeAll()
                 complete(batch, outcome)
                 options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))
             case .stop(let rejected, let error):
@@ -359,7 +359,7 @@ public final class OperationLog: Sendable {
 
     /// Takes the oldest `maxBatchRecords` records out of `queue`, their frames into `bytes`
     /// (empty on entry): all of them almost always, by swapping the buffers.
-    private func takeBatch(_ queue: inout AppendQueue, into bytes: inout [UInt8]) -> [PendingAppend] {
+    private func takeBatch(_ queue: inout AppendQueue, into bytes: inout FrameBuffer) -> [PendingAppend] {
         if queue.pending.count <= options.maxBatchRecords {
             let taken = queue.pending
             queue.pending = []
@@ -371,7 +371,7 @@ public final class OperationLog: Sendable {
         let taken = Array(queue.pending.prefix(options.maxBatchRecords))
         queue.pending.removeFirst(options.maxBatchRecords)
         let cut = taken.reduce(0) { $0 + $1.length }
-        bytes.append(contentsOf: queue.bytes[..<cut])
+        bytes.append(UnsafeRawBufferPointer(rebasing: queue.bytes.bytes[..<cut]))
         queue.bytes.removeFirst(cut)
         // The rest waited since then at most; close enough for a counter.
         queue.oldestAppendedAt = MonotonicClock.nanos()
@@ -380,7 +380,7 @@ public final class OperationLog: Sendable {
 
     /// Writes and syncs one batch at the end of the active segment (a new one when it would
     /// outgrow the segment size); returns where its first record went.
-    private func commit(_ bytes: [UInt8], records: Int,
+    private func commit(_ bytes: FrameBuffer, records: Int,
                         cursor: inout WriterCursor) -> Result<(segment: UInt32, generation: UInt32, start: Int64), StorageError> {
         let total = bytes.count
         if cursor.end > Int64(SegmentHeader.size), cursor.end + Int64(total) > Int64(options.segmentBytes) {
@@ -392,7 +392,7 @@ public final class OperationLog: Sendable {
         }
         let start = cursor.end
         let fd = cursor.file.fd
-        let writeError = bytes.withUnsafeBytes { options.io.write(fd, $0, start) }
+        let writeError = options.io.write(fd, bytes.bytes, start)
         if writeError != 0 {
             // Whatever part of the batch reached the file is cut off, so the next batch starts
             // at the last good record and recovery never sees a half-written one.

@@ -15,14 +15,27 @@ enum RecordCodec {
     /// The whole frame (header, type, payload) for `record`: measured, then written into one
     /// allocation of exactly its size.
     static func encode(_ record: LogRecord) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: frameSize(record)) { storage, initialized in
+            encode(record, into: UnsafeMutableRawBufferPointer(storage))
+            initialized = storage.count
+        }
+    }
+
+    /// The size of `record`'s whole frame, measured without writing it.
+    static func frameSize(_ record: LogRecord) -> Int {
         var counter = ByteCounter()
         writeBody(record, into: &counter)
-        return ByteWriter.bytes(count: RecordFrame.headerSize + counter.count) { writer in
-            writer.u32(0)
-            writer.u32(0)
-            writeBody(record, into: &writer)
-            RecordFrame.seal(&writer)
-        }
+        return RecordFrame.headerSize + counter.count
+    }
+
+    /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes.
+    static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) {
+        var writer = ByteWriter(frame)
+        writer.u32(0)
+        writer.u32(0)
+        writeBody(record, into: &writer)
+        precondition(writer.count == frame.count, "record encoding wrote \(writer.count) of its measured \(frame.count) bytes")
+        RecordFrame.seal(&writer)
     }
 
     /// The type byte and payload of `record`.

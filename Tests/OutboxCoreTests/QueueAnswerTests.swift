@@ -75,6 +75,9 @@ struct QueueAnswerTests {
             ("year-10000", .pending, 253_402_300_800_000, "/admin/operations/", nil, true),
             ("before-1970", .pending, -62_135_596_800_000, "/admin/operations/", nil, true),  // 0001-01-01
             ("value\r\nInjected: yes", .pending, 1_700_000_000_000, "/a\nb/", nil, true),
+            // Escaped in JSON, kept in the header: tab and DEL. Neither: bytes above ASCII.
+            ("tab\tand\u{7F}", .pending, 1_700_000_000_000, "/admin/operations/", nil, true),
+            ("clé-ünïcode-🔑", .pending, 1_700_000_000_000, "/admin/operations/", "close", true),
           ] as [(String, OperationStatus, Int64, String, String?, Bool)])
     func writtenMatchesTheGenericRendering(key: String, status: OperationStatus, createdAt: Int64, locationBase: String,
                                            connection: String?, withBody: Bool) {

@@ -30,6 +30,12 @@ extension JSON {
         }
     }
 
+    /// Whether `bytes` go into a JSON string as they are: nothing to escape. Such text has no
+    /// control byte either, so it also goes into an HTTP field value as it is.
+    package static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        !bytes.contains(where: needsEscape)
+    }
+
     /// Appends `value` in decimal, as `JSON.int(value)` is written.
     package static func appendInt(_ value: Int, to out: inout [UInt8]) {
         if value < 0 {
