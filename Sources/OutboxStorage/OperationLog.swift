@@ -347,7 +347,7 @@ public final class OperationLog: Sendable {
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
                 batchBytes.removeAll()
-                complete(batch, outcome)
+                WakeUpBatch.run { complete(batch, outcome) }
                 options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))
             case .stop(let rejected, let error):
                 for append in rejected { append.completion(.failure(error)) }

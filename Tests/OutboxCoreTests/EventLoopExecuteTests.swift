@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+@testable import OutboxModel
 @testable import OutboxNet
 import Synchronization
 import Testing
@@ -41,6 +42,67 @@ struct EventLoopExecuteTests {
         }
         #expect(finished, "\(remaining.load(ordering: .relaxed)) of \(total) jobs never ran")
         #expect(runs.withLock { $0.allSatisfy { $0 == 1 } })
+    }
+
+    @Test("jobs queued inside a wake-up batch all run: each loop is woken once the batch ends")
+    func jobsQueuedInAWakeUpBatchRun() async throws {
+        // Nothing tracked: the loops wait with no timeout, so a wake-up lost to the batch hangs them.
+        let loops = try (0..<2).map { try EventLoop(index: $0, sweepInterval: 1) }
+        for loop in loops { loop.start() }
+        defer {
+            for loop in loops {
+                // Should the batch have lost a wake-up, `stop` (queued behind the lost jobs) would not wake either.
+                loop.wakeUp()
+                loop.stop()
+                loop.join()
+            }
+        }
+        let total = 200
+        let remaining = Atomic(total)
+        let allRan = DispatchSemaphore(value: 0)
+        WakeUpBatch.run {
+            for job in 0..<total {
+                loops[job % 2].execute {
+                    if remaining.subtract(1, ordering: .relaxed).newValue == 0 { allRan.signal() }
+                }
+            }
+        }
+        let finished = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: allRan.wait(timeout: .now() + 30) == .success) }
+        }
+        #expect(finished, "\(remaining.load(ordering: .relaxed)) of \(total) jobs never ran")
+    }
+
+    final class CountingTarget: WakeUpTarget {
+        let wakes = Atomic(0)
+        func wakeUp() { wakes.add(1, ordering: .relaxed) }
+    }
+
+    @Test("a wake-up batch wakes each target once, after its body, and only for its own thread")
+    func aWakeUpBatchWakesEachTargetOnceAfterwards() {
+        let first = CountingTarget()
+        let second = CountingTarget()
+        let elsewhere = CountingTarget()
+        #expect(!WakeUpBatch.deferWakeUp(first), "outside a batch the caller wakes at once")
+        let otherThreadDeferred = Mutex<Bool?>(nil)
+        WakeUpBatch.run {
+            #expect(WakeUpBatch.deferWakeUp(first))
+            #expect(WakeUpBatch.deferWakeUp(second))
+            #expect(WakeUpBatch.deferWakeUp(first))
+            let done = DispatchSemaphore(value: 0)
+            let thread = Thread {
+                let deferred = WakeUpBatch.deferWakeUp(elsewhere)
+                otherThreadDeferred.withLock { $0 = deferred }
+                done.signal()
+            }
+            thread.start()
+            done.wait()
+            #expect(first.wakes.load(ordering: .relaxed) == 0 && second.wakes.load(ordering: .relaxed) == 0)
+        }
+        #expect(otherThreadDeferred.withLock { $0 } == false, "another thread's wake-ups are not held back")
+        #expect(first.wakes.load(ordering: .relaxed) == 1)
+        #expect(second.wakes.load(ordering: .relaxed) == 1)
+        #expect(!WakeUpBatch.deferWakeUp(first), "the batch is over")
     }
 
     /// Untracks itself at its first sweep and queues a job from there: the loop thread, with

@@ -22,7 +22,7 @@ package protocol DeadlineTracked: AnyObject {
 /// Cross-thread work enters only through ``execute(_:)`` (a locked job list plus an eventfd
 /// wake-up, written only by the job that finds the list empty). Timeouts are coarse: tracked objects are swept every `sweepInterval`, which costs
 /// a few thousand comparisons per second and needs no per-request timer allocation.
-public final class EventLoop: @unchecked Sendable {
+public final class EventLoop: WakeUpTarget, @unchecked Sendable {
     // All stored properties except `jobs` are touched only on the loop thread.
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -107,6 +107,12 @@ public final class EventLoop: @unchecked Sendable {
             localJobsQueued = true
             return
         }
+        if WakeUpBatch.deferWakeUp(self) { return }
+        wakeUp()
+    }
+
+    /// Writes the eventfd: the loop returns from `epoll_wait` and runs its jobs.
+    package func wakeUp() {
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
