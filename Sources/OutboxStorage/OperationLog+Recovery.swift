@@ -251,8 +251,14 @@ extension OperationLog {
             guard ftruncate(fd, off_t(end.validEnd)) == 0, fsync(fd) == 0 else {
                 throw storageError(errno, "truncate \(path)")
             }
-            logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
-                                              "bytes": String(size - end.validEnd), "reason": damage])
+            if end.zeroedTail {
+                // What the writer had zeroed ahead of its data when the process stopped: no damage.
+                logger.debug("storage_zeros_trimmed", ["file": path, "offset": String(end.validEnd),
+                                                       "bytes": String(size - end.validEnd)])
+            } else {
+                logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
+                                                  "bytes": String(size - end.validEnd), "reason": damage])
+            }
         }
         return (file, end.validEnd)
     }

@@ -8,6 +8,9 @@ struct SegmentScanner {
     struct End {
         var validEnd: Int64
         var damage: String?
+        /// Only zeros follow the last record: the stretch the writer zeroes ahead of its data
+        /// (or a filesystem's zero fill), not damage.
+        var zeroedTail = false
     }
 
     static let chunkSize = 1 << 20
@@ -38,7 +41,7 @@ struct SegmentScanner {
             let remaining = fileSize - position
             if remaining == 0 { return End(validEnd: position, damage: nil) }
             if remaining < Int64(RecordFrame.headerSize) + 1 {
-                return End(validEnd: position, damage: try isZero(from: position) ? "zeroed tail" : "torn record header")
+                return try isZero(from: position) ? Self.zeroedTail(at: position) : End(validEnd: position, damage: "torn record header")
             }
             try ensure(RecordFrame.headerSize, at: position)
             let header = buffer.withUnsafeBytes { raw in
@@ -46,7 +49,7 @@ struct SegmentScanner {
             }
             switch header {
             case .endOfData:
-                return End(validEnd: position, damage: try isZero(from: position) ? "zeroed tail" : "zero length record")
+                return try isZero(from: position) ? Self.zeroedTail(at: position) : End(validEnd: position, damage: "zero length record")
             case .badLength(let length):
                 return End(validEnd: position, damage: "impossible record length \(length)")
             case .frame(let length, let checksum):
@@ -66,6 +69,10 @@ struct SegmentScanner {
                 position += Int64(frameLength)
             }
         }
+    }
+
+    private static func zeroedTail(at position: Int64) -> End {
+        End(validEnd: position, damage: "zeroed tail", zeroedTail: true)
     }
 
     /// Makes file bytes `position ..< position + count` available in `buffer`.

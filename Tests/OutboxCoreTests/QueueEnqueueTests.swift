@@ -12,11 +12,12 @@ import Testing
 @Suite("Queue: enqueue answers")
 struct QueueEnqueueTests {
     /// A queue over `directory`, logging into `lines`.
-    static func open(_ directory: StorageTestDirectory, lines: StorageLogLines) throws -> OutboxQueue {
+    static func open(_ directory: StorageTestDirectory, lines: StorageLogLines,
+                     logOptions: OperationLog.Options = .init()) throws -> OutboxQueue {
         var config = OutboxConfig()
         config.dataDirectory = directory.logPath
         return try OutboxQueue(config: config, reachability: Reachability(probeIntervalSeconds: 1, probe: { _ in true }),
-                               logger: lines.logger, metrics: Metrics())
+                               logger: lines.logger, metrics: Metrics(), logOptions: logOptions)
     }
 
     static func enqueue(_ request: OperationRequest, into queue: OutboxQueue) async -> Result<OperationSnapshot, EnqueueError> {

@@ -127,7 +127,7 @@ import Testing
     @Test func recordsAppendedDuringASync_AreCoveredByTheNextSync_AndCompleteOnlyAfterIt() async throws {
         let directory = try StorageTestDirectory()
         let held = HeldSyncIO()
-        let (log, _) = try StorageSamples.open(directory, options: .init(io: held.io))
+        let (log, _) = try StorageSamples.open(directory, options: .init(io: held.io, zeroAheadBytes: 0))
         held.holdNextSync()
         let syncsReturned = held.syncsReturned
 
@@ -157,7 +157,8 @@ import Testing
         for entry in order.dropFirst() {
             #expect(entry.syncsBefore == 2, "a record appended during the first sync completed before the second returned")
         }
-        // One write for the first record, one for the three that came during its sync.
+        // One write for the first record, one for the three that came during its sync (no
+        // zeros written ahead here: they are writes of their own, see `zerosWrittenAhead…`).
         let frameBytes = later.map { RecordCodec.encode(.created($0, OperationState())).count }
         #expect(held.writes.value == [RecordCodec.encode(.created(first, OperationState())).count, frameBytes.reduce(0, +)])
         let (reopened, recovered) = try StorageSamples.open(directory)
@@ -170,7 +171,7 @@ import Testing
     @Test func aBacklogLongerThanTheBatchLimit_IsWrittenInBatchesOfTheLimit_InOrder() async throws {
         let directory = try StorageTestDirectory()
         let held = HeldSyncIO()
-        let (log, _) = try StorageSamples.open(directory, options: .init(maxBatchRecords: 2, io: held.io))
+        let (log, _) = try StorageSamples.open(directory, options: .init(maxBatchRecords: 2, io: held.io, zeroAheadBytes: 0))
         held.holdNextSync()
         let requests = (0..<6).map { StorageSamples.request($0, bodySize: 100 + $0 * 10) }
         let locations = StorageShared<[UUID: RecordLocation]>([:])
@@ -233,16 +234,17 @@ import Testing
             sync: SegmentIO.system.sync)
         let (log, _) = try StorageSamples.open(directory, options: .init(io: io))
         let before = try await StorageSamples.fill(log, count: 3)
-        let sizeBefore = try directory.bytes(of: directory.segmentPath(1)).count
+        // Where the last good record ends (the zeros written ahead of it lie beyond).
+        let dataEnd = try #require(before.last.map { Int($0.1.offset) + Int($0.1.length) })
         diskFull.withLock { $0 = true }
         await #expect(throws: StorageError.full) {
             try await log.append(.created(StorageSamples.request(50, bodySize: 2000), OperationState()))
         }
-        #expect(try directory.bytes(of: directory.segmentPath(1)).count == sizeBefore)
+        #expect(try directory.bytes(of: directory.segmentPath(1)).count == dataEnd)
         diskFull.withLock { $0 = false }
         let after = StorageSamples.request(51)
         let afterAt = try await log.append(.created(after, OperationState()))
-        #expect(afterAt.offset == UInt64(sizeBefore))
+        #expect(afterAt.offset == UInt64(dataEnd))
         log.close()
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }

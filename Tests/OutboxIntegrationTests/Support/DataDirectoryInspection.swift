@@ -53,10 +53,13 @@ enum DataDirectoryInspection {
     }
 
     /// Cuts the last `count` bytes off the file at `path`.
+    /// Cuts `count` bytes off the data at the end of `path`: off its last non-zero byte, since
+    /// the live segment of a killed process ends in the zeros its writer wrote ahead.
     static func truncateTail(of path: String, by count: Int) throws {
-        var info = stat()
-        guard stat(path, &info) == 0, Int(info.st_size) >= count else { throw HarnessError("cannot stat \(path)") }
-        guard truncate(path, off_t(Int(info.st_size) - count)) == 0 else {
+        guard let bytes = FileManager.default.contents(atPath: path) else { throw HarnessError("cannot read \(path)") }
+        let dataEnd = (bytes.lastIndex(where: { $0 != 0 }) ?? -1) + 1
+        guard dataEnd >= count else { throw HarnessError("\(path) holds \(dataEnd) bytes of data, fewer than \(count)") }
+        guard truncate(path, off_t(dataEnd - count)) == 0 else {
             throw HarnessError("cannot truncate \(path): \(String(cString: strerror(errno)))")
         }
     }
