@@ -29,9 +29,11 @@ package enum WakeUpBatch {
     package static func run(_ body: () -> Void) {
         let collector = Collector()
         let unmanaged = Unmanaged.passRetained(collector)
+        // A batch inside a batch wakes its own targets at its end; the outer one then goes on.
+        let outer = pthread_getspecific(key)
         pthread_setspecific(key, unmanaged.toOpaque())
         body()
-        pthread_setspecific(key, nil)
+        pthread_setspecific(key, outer)
         unmanaged.release()
         for target in collector.targets { target.wakeUp() }
     }

@@ -49,8 +49,8 @@ public final class OperationLog: Sendable {
         /// `segmentBytes`), 0 for none. A sync that grows the file must also write its inode and
         /// allocate blocks; a sync into zeros already synced writes the data alone. So the batch
         /// that comes within half of this of the zeroed end writes the next stretch of zeros
-        /// along with its data, under its own `fdatasync`: one sync in about fifty pays that,
-        /// the others run about 40 % shorter. The zeros are cut at seal and close; after a
+        /// along with its data, under its own `fdatasync`: one sync in a few dozen pays that
+        /// (at 30 KiB batches), the others ran about 40 % shorter on a virtio disk. The zeros are cut at seal and close; after a
         /// crash, recovery trims them quietly (a zeroed tail).
         public var zeroAheadBytes: Int
 

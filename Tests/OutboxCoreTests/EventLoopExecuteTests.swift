@@ -105,6 +105,21 @@ struct EventLoopExecuteTests {
         #expect(!WakeUpBatch.deferWakeUp(first), "the batch is over")
     }
 
+    @Test("a batch inside a batch wakes its targets at its own end, and the outer batch still defers")
+    func nestedWakeUpBatches() {
+        let outerTarget = CountingTarget()
+        let innerTarget = CountingTarget()
+        WakeUpBatch.run {
+            #expect(WakeUpBatch.deferWakeUp(outerTarget))
+            WakeUpBatch.run { #expect(WakeUpBatch.deferWakeUp(innerTarget)) }
+            #expect(innerTarget.wakes.load(ordering: .relaxed) == 1)
+            #expect(WakeUpBatch.deferWakeUp(outerTarget), "the outer batch ended with the inner one")
+            #expect(outerTarget.wakes.load(ordering: .relaxed) == 0)
+        }
+        #expect(outerTarget.wakes.load(ordering: .relaxed) == 1)
+        #expect(innerTarget.wakes.load(ordering: .relaxed) == 1)
+    }
+
     /// Untracks itself at its first sweep and queues a job from there: the loop thread, with
     /// nothing tracked and no descriptor ready, about to wait with no timeout.
     final class QueuesFromSweep: DeadlineTracked {
