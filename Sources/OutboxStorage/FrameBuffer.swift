@@ -15,11 +15,10 @@ final class FrameBuffer: @unchecked Sendable {
 
     init(capacity: Int = 64 << 10) {
         self.capacity = max(capacity, 64)
-        guard let memory = malloc(self.capacity) else { fatalError("out of memory: a \(self.capacity)-byte frame buffer") }
-        base = memory
+        base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 16)
     }
 
-    deinit { free(base) }
+    deinit { base.deallocate() }
 
     var isEmpty: Bool { count == 0 }
 
@@ -53,7 +52,9 @@ final class FrameBuffer: @unchecked Sendable {
         guard needed > capacity else { return }
         var grown = capacity
         while grown < needed { grown *= 2 }
-        guard let memory = realloc(base, grown) else { fatalError("out of memory: a \(grown)-byte frame buffer") }
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 16)
+        memory.copyMemory(from: base, byteCount: count)
+        base.deallocate()
         base = memory
         capacity = grown
     }
