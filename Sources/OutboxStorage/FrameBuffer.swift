@@ -20,8 +20,6 @@ final class FrameBuffer: @unchecked Sendable {
 
     deinit { base.deallocate() }
 
-    var isEmpty: Bool { count == 0 }
-
     /// The bytes written so far; valid until the buffer next changes.
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 

@@ -471,17 +471,12 @@ public final class OperationLog: Sendable {
     /// ``Options/zeroAheadBytes``). A failure (a full disk) only stops the zeroing in this
     /// segment: what was written of the zeros is cut, and the data goes on without them.
     private func zeroAhead(from dataEnd: Int64, zeros: [UInt8], cursor: inout WriterCursor) {
+        // The file reaches at least the data just written, zeros or not.
+        cursor.zeroedEnd = max(cursor.zeroedEnd, dataEnd)
         let stretch = Int64(zeros.count)
-        guard stretch > 0, cursor.zeroing, dataEnd + stretch / 2 > cursor.zeroedEnd else {
-            cursor.zeroedEnd = max(cursor.zeroedEnd, dataEnd)
-            return
-        }
-        let from = max(cursor.zeroedEnd, dataEnd)
+        let from = cursor.zeroedEnd
         let to = min(from + stretch, Int64(options.segmentBytes))
-        guard to > from else {
-            cursor.zeroedEnd = max(cursor.zeroedEnd, dataEnd)
-            return
-        }
+        guard cursor.zeroing, dataEnd + stretch / 2 > from, to > from else { return }
         let failure = zeros.withUnsafeBytes { options.io.write(cursor.file.fd, UnsafeRawBufferPointer(rebasing: $0[..<Int(to - from)]), from) }
         if failure == 0 {
             cursor.zeroedEnd = to

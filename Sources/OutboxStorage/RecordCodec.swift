@@ -12,15 +12,6 @@ enum RecordCodec {
 
     // MARK: encoding
 
-    /// The whole frame (header, type, payload) for `record`: measured, then written into one
-    /// allocation of exactly its size.
-    static func encode(_ record: LogRecord) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: frameSize(record)) { storage, initialized in
-            encode(record, into: UnsafeMutableRawBufferPointer(storage))
-            initialized = storage.count
-        }
-    }
-
     /// The size of `record`'s whole frame, measured without writing it.
     static func frameSize(_ record: LogRecord) -> Int {
         var counter = ByteCounter()

@@ -159,8 +159,8 @@ import Testing
         }
         // One write for the first record, one for the three that came during its sync (no
         // zeros written ahead here: they are writes of their own, see `zerosWrittenAhead…`).
-        let frameBytes = later.map { RecordCodec.encode(.created($0, OperationState())).count }
-        #expect(held.writes.value == [RecordCodec.encode(.created(first, OperationState())).count, frameBytes.reduce(0, +)])
+        let frameBytes = later.map { RecordCodec.frameSize(.created($0, OperationState())) }
+        #expect(held.writes.value == [RecordCodec.frameSize(.created(first, OperationState())), frameBytes.reduce(0, +)])
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
         #expect(recovered.map(\.operation.id) == [first.id] + later.map(\.id))
@@ -186,7 +186,7 @@ import Testing
         }
         held.release.signal()
         for _ in requests { await Self.wait(allDone) }
-        let frames = requests.map { RecordCodec.encode(.created($0, OperationState())).count }
+        let frames = requests.map { RecordCodec.frameSize(.created($0, OperationState())) }
         #expect(held.writes.value == [frames[0], frames[1] + frames[2], frames[3] + frames[4], frames[5]])
         for request in requests {
             let location = try #require(locations.value[request.id])
