@@ -14,7 +14,7 @@ import Synchronization
 /// busy?), and a hop to an actor there would cost more than the answer.
 public final class OutboxQueue: Sendable {
     private let log: OperationLog
-    private let index: Mutex<QueueIndex<OperationRecords>>
+    private let index: CountedIndex
     /// Keys whose `created` record is being written: a second request with the same key waits
     /// for the first instead of storing a duplicate.
     private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
@@ -96,7 +96,7 @@ public final class OutboxQueue: Sendable {
         index.finishRestoring()
         self.log = log
         self.metrics = metrics
-        self.index = Mutex(index)
+        self.index = CountedIndex(index)
         self.reachability = reachability
         self.logger = logger
         maxOperations = config.queue.maxOperations
@@ -436,8 +436,7 @@ extension OutboxQueue: QueueGateway {
 
     package func enqueue(_ request: OperationRequest, freshKey: UUID? = nil,
                          completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
-        let count = index.withLock { $0.count }
-        guard count < maxOperations else {
+        guard index.count < maxOperations else {
             completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
             return
         }
