@@ -53,13 +53,17 @@ public final class OperationLog: Sendable {
         /// (at 30 KiB batches), the others ran about 40 % shorter on a virtio disk. The zeros are cut at seal and close; after a
         /// crash, recovery trims them quietly (a zeroed tail).
         public var zeroAheadBytes: Int
+        /// A batch whose write + `fdatasync` takes this long or longer is logged
+        /// (`storage_sync_slow`, warn): every `202` of the batch waited that long.
+        public var slowSyncNanos: UInt64
 
         /// Defaults: 64 MiB segments, batches of up to 1024 records, rewrite at ≤ 50 % live;
-        /// deferred records wait 2 ms at most, or until 256 of them wait; 1 MiB zeroed ahead.
+        /// deferred records wait 2 ms at most, or until 256 of them wait; 1 MiB zeroed ahead;
+        /// syncs of 1 s or more logged.
         public init(segmentBytes: Int = 64 << 20, maxBatchRecords: Int = 1024,
                     compactionLiveRatio: Double = 0.5, io: SegmentIO = .system,
                     maxDeferNanos: UInt64 = 2_000_000, maxDeferredRecords: Int = 256,
-                    zeroAheadBytes: Int = 1 << 20) {
+                    zeroAheadBytes: Int = 1 << 20, slowSyncNanos: UInt64 = 1_000_000_000) {
             self.segmentBytes = segmentBytes
             self.maxBatchRecords = max(1, maxBatchRecords)
             self.compactionLiveRatio = compactionLiveRatio
@@ -67,6 +71,7 @@ public final class OperationLog: Sendable {
             self.maxDeferNanos = maxDeferNanos
             self.maxDeferredRecords = max(1, maxDeferredRecords)
             self.zeroAheadBytes = max(0, zeroAheadBytes)
+            self.slowSyncNanos = slowSyncNanos
         }
     }
 
@@ -373,6 +378,10 @@ public final class OperationLog: Sendable {
                 let syncedAt = MonotonicClock.nanos()
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
+                if syncedAt &- started >= options.slowSyncNanos, case .success = outcome {
+                    logger.warn("storage_sync_slow", ["file": cursor.file.path, "records": String(batch.count),
+                                                      "ms": String((syncedAt &- started) / 1_000_000)])
+                }
                 batchBytes.removeAll()
                 WakeUpBatch.run { complete(batch, outcome) }
                 options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))

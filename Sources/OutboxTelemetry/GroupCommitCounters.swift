@@ -11,6 +11,10 @@ package final class GroupCommitCounters: Sendable {
     private let waitNanos = Atomic<Int>(0)
     private let syncNanos = Atomic<Int>(0)
     private let completionNanos = Atomic<Int>(0)
+    /// Each batch's write + `fdatasync`, from 100 µs (an idle local SSD or virtio disk) to
+    /// 2.5 s (a disk that stalls; the log warns from 1 s, `storage_sync_slow`).
+    static let syncBuckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+    let syncDurations = Histogram(bounds: syncBuckets)
 
     package init() {}
 
@@ -21,6 +25,7 @@ package final class GroupCommitCounters: Sendable {
         recordCount.add(records, ordering: .relaxed)
         waitNanos.add(wait, ordering: .relaxed)
         syncNanos.add(sync, ordering: .relaxed)
+        syncDurations.observe(micros: sync / 1000)
     }
 
     /// A synced batch's completions took `nanos` ns.

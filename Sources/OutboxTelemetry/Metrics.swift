@@ -9,34 +9,20 @@ package final class Metrics: Sendable {
     /// Upper bounds (seconds) of the request duration histogram, Prometheus's defaults.
     static let durationBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-    /// An atomic in a class, so that counters can live in an array (`Atomic` cannot be copied).
-    fileprivate final class Counter: Sendable {
-        let value = Atomic<Int>(0)
-        func add(_ amount: Int) { value.add(amount, ordering: .relaxed) }
-        func load() -> Int { value.load(ordering: .relaxed) }
-    }
-
     /// One event loop's request counters: written by that loop only.
     package final class Shard: Sendable {
         fileprivate let forwardedByClass = (0..<6).map { _ in Counter() }  // index = status / 100
-        fileprivate let durationCounts = (0...Metrics.durationBuckets.count).map { _ in Counter() }
-        fileprivate let durationMicros = Counter()
+        fileprivate let durations = Histogram(bounds: Metrics.durationBuckets)
 
         /// One answered request: its duration, and its status class when the upstream answered it.
         package func request(nanoseconds: UInt64, forwardedStatus: Int?) {
-            let micros = Int(nanoseconds / 1000)
-            // Bucket bounds in µs, compared as integers: no floating point on the hot path.
-            var bucket = 0
-            while bucket < Metrics.bucketMicros.count && micros > Metrics.bucketMicros[bucket] { bucket += 1 }
-            durationCounts[bucket].add(1)
-            durationMicros.add(micros)
+            durations.observe(micros: Int(nanoseconds / 1000))
             if let status = forwardedStatus, (100..<600).contains(status) {
                 forwardedByClass[status / 100].add(1)
             }
         }
     }
 
-    private static let bucketMicros = durationBuckets.map { Int($0 * 1_000_000) }
     private let shards = Mutex<[Shard]>([])
 
     /// The log's group commit, counted by its writer and completion threads.
@@ -112,17 +98,11 @@ package final class Metrics: Sendable {
         family("outbox_storage_completion_seconds_total", "counter",
                "Time spent running the batches' completions after their fdatasync (the next batch's write waits for it).",
                [("", Metrics.number(groupCommit.completionSeconds))])
-        var cumulative = 0
-        var buckets: [(String, String)] = []
-        for (index, bound) in Metrics.durationBuckets.enumerated() {
-            cumulative += total { $0.durationCounts[index].load() }
-            buckets.append(("_bucket{le=\"\(Metrics.number(bound))\"}", String(cumulative)))
-        }
-        cumulative += total { $0.durationCounts[Metrics.durationBuckets.count].load() }
-        buckets.append(("_bucket{le=\"+Inf\"}", String(cumulative)))
-        buckets.append(("_sum", Metrics.number(Double(total { $0.durationMicros.load() }) / 1e6)))
-        buckets.append(("_count", String(cumulative)))
-        family("outbox_request_duration_seconds", "histogram", "Time from a request head to the end of its answer.", buckets)
+        family("outbox_storage_sync_duration_seconds", "histogram",
+               "Time each batch's write and fdatasync took (the disk's latency as group commit sees it).",
+               Histogram.samples([groupCommit.syncDurations], number: Metrics.number))
+        family("outbox_request_duration_seconds", "histogram", "Time from a request head to the end of its answer.",
+               Histogram.samples(shards.withLock { $0.map(\.durations) }, number: Metrics.number))
         return out
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 @testable import OutboxModel
 @testable import OutboxStorage
+@testable import OutboxTelemetry
 import Synchronization
 import Testing
 
@@ -334,5 +335,48 @@ final class HeldSyncIO: Sendable {
         writes.withLock { $0 = [] }
         syncsReturned.withLock { $0 = 0 }
         holdNext.withLock { $0 = true }
+    }
+}
+
+/// A disk that stalls: the batch is logged (`storage_sync_slow`) and its duration counted in
+/// `outbox_storage_sync_duration_seconds`; batches under the threshold are not logged.
+@Suite struct StorageSlowSyncTests {
+    @Test func aSyncOverTheThreshold_IsLoggedWithItsFileRecordsAndDuration_AndCountedInTheHistogram() async throws {
+        let directory = try StorageTestDirectory()
+        let stallNextSync = StorageShared(false)
+        let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
+            // The stall is the disk behaviour under test, not a wait for an event.
+            if stallNextSync.withLock({ flag in defer { flag = false }; return flag }) { usleep(80_000) }
+            return SegmentIO.system.sync(fd)
+        })
+        let counters = GroupCommitCounters()
+        var options = OperationLog.Options(io: io, slowSyncNanos: 50_000_000)
+        options.counters = counters
+        let lines = StorageLogLines()
+        let (log, _) = try StorageSamples.open(directory, options: options, lines: lines)
+        _ = try await StorageSamples.fill(log, count: 2)
+        stallNextSync.withLock { $0 = true }
+        _ = try await log.append(.created(StorageSamples.request(9), OperationState()))
+        log.close()
+
+        let slow = lines.containing("storage_sync_slow")
+        let millis = slow.map { line in Int(line.split(separator: " ").first { $0.hasPrefix("ms=") }?.dropFirst(3) ?? "") ?? -1 }
+        #expect(slow.contains { $0.contains("warn") && $0.contains("records=1") && $0.contains(directory.segmentPath(1)) }, "\(lines.all)")
+        // The stalled batch is there; any other line is a sync this machine made slow by itself.
+        #expect(millis.contains { $0 >= 80 }, "\(slow)")
+        #expect(millis.allSatisfy { $0 >= 50 }, "only syncs of 50 ms or more are logged: \(slow)")
+
+        let samples = Dictionary(uniqueKeysWithValues: Histogram.samples([counters.syncDurations], number: { String($0) }))
+        #expect(samples["_count"] == String(counters.batches), "\(samples)")
+        #expect(Int(samples["_bucket{le=\"0.05\"}"] ?? "") ?? .max < counters.batches, "the stalled sync is above 50 ms: \(samples)")
+        #expect(Double(samples["_sum"] ?? "") ?? 0 >= 0.08, "\(samples)")
+    }
+
+    @Test func histogramBuckets_AreInclusiveUpperBounds_AndCumulative() {
+        let histogram = Histogram(bounds: [0.0001, 0.001])
+        for micros in [0, 100, 101, 1000, 1001, 5_000_000] { histogram.observe(micros: micros) }
+        let samples = Histogram.samples([histogram, histogram], number: { String($0) })
+        #expect(samples.map(\.0) == ["_bucket{le=\"0.0001\"}", "_bucket{le=\"0.001\"}", "_bucket{le=\"+Inf\"}", "_sum", "_count"])
+        #expect(samples.map(\.1) == ["4", "8", "12", String(2 * 5.002202), "12"])
     }
 }

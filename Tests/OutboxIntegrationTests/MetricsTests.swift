@@ -59,6 +59,10 @@ struct MetricsTests {
         #expect(syncs >= 1, "\(after)")
         #expect((after["outbox_storage_synced_records_total{}"] ?? 0) >= syncs, "\(after)")
         #expect((after["outbox_storage_sync_seconds_total{}"] ?? 0) > 0, "\(after)")
+        // Each sync's duration, as a histogram (its count may run a batch ahead of the counter above).
+        #expect((after["outbox_storage_sync_duration_seconds_count{}"] ?? 0) >= 1, "\(after)")
+        #expect((after["outbox_storage_sync_duration_seconds_sum{}"] ?? 0) > 0, "\(after)")
+        #expect(after["outbox_storage_sync_duration_seconds_bucket{le=\"0.0001\"}"] != nil, "\(after)")
         #expect(after["outbox_storage_batch_wait_seconds_total{}"] != nil, "\(after)")
         #expect((after["outbox_storage_completion_seconds_total{}"] ?? 0) > 0, "\(after)")
     }
