@@ -106,7 +106,12 @@ final class Tunnel: SocketStreamDelegate, ConnectionRelay, DeadlineTracked {
     private static let established = Array("HTTP/1.1 200 Connection Established\r\n\r\n".utf8)
 
     private func connect(_ origin: Origin) {
-        guard let address = client.proxyLoop.pool.addresses(of: origin)?.first else {
+        let pool = client.proxyLoop.pool
+        if let fd = pool.takeProbedConnection(to: origin) {
+            start(SocketStream(fd: fd, loop: client.loop, connecting: true))
+            return
+        }
+        guard let address = pool.addresses(of: origin)?.first else {
             client.tunnelFailed(.upstream(.connectFailed("cannot resolve \(host)")))
             return
         }
@@ -114,10 +119,13 @@ final class Tunnel: SocketStreamDelegate, ConnectionRelay, DeadlineTracked {
         case .failure(let error):
             client.tunnelFailed(.upstream(.connectFailed(error.description)))
         case .success(let fd):
-            let stream = SocketStream(fd: fd, loop: client.loop, connecting: true)
-            stream.delegate = self
-            target = stream
+            start(SocketStream(fd: fd, loop: client.loop, connecting: true))
         }
+    }
+
+    private func start(_ stream: SocketStream) {
+        stream.delegate = self
+        target = stream
     }
 
     // MARK: Client side

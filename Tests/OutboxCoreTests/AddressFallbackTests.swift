@@ -41,11 +41,23 @@ import Testing
         deinit { close(fd) }
     }
 
-    @Test func theFirstAddressThatAccepts_MovesToTheFront() throws {
+    /// The port at the other end of a connected socket.
+    static func peerPort(_ fd: Int32) -> Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    @Test func theFirstAddressThatAccepts_MovesToTheFront_WithTheConnectionThatFoundIt() throws {
         let refusing = try Refusing()
         let listening = try Listening()
-        let ordered = Sockets.reachableFirst([refusing.address, listening.address], timeout: 5)
-        #expect(ordered.map(\.port) == [listening.address.port, refusing.address.port])
+        let reached = Sockets.reachableFirst([refusing.address, listening.address], timeout: 5)
+        #expect(reached.addresses.map(\.port) == [listening.address.port, refusing.address.port])
+        let connected = try #require(reached.connected)
+        defer { close(connected) }
+        #expect(Self.peerPort(connected) == listening.address.port)
+        #expect(Sockets.isStillOpen(connected))
     }
 
     @Test func anAnsweringFirstAddress_AndNoAnsweringAddress_LeaveTheOrderAlone() throws {
@@ -53,9 +65,29 @@ import Testing
         let other = try Refusing()
         let listening = try Listening()
         let first = Sockets.reachableFirst([listening.address, refusing.address], timeout: 5)
-        #expect(first.map(\.port) == [listening.address.port, refusing.address.port])
+        #expect(first.addresses.map(\.port) == [listening.address.port, refusing.address.port])
+        if let connected = first.connected { close(connected) }
         let none = Sockets.reachableFirst([refusing.address, other.address], timeout: 5)
-        #expect(none.map(\.port) == [refusing.address.port, other.address.port])
+        #expect(none.addresses.map(\.port) == [refusing.address.port, other.address.port])
+        #expect(none.connected == nil)
+        // One address is used as it is: nothing to choose, so nothing is connected.
+        #expect(Sockets.reachableFirst([listening.address], timeout: 5).connected == nil)
+    }
+
+    @Test func aConnectionItsPeerEnded_IsNotStillOpen() throws {
+        let listening = try Listening()
+        let fd = try #require(Sockets.connectAndWait(to: listening.address, until: Sockets.deadline(after: 5)))
+        defer { close(fd) }
+        #expect(Sockets.isStillOpen(fd))
+        var pending = pollfd(fd: listening.fd, events: Int16(POLLIN), revents: 0)
+        try #require(poll(&pending, 1, 5_000) == 1)
+        let accepted = accept(listening.fd, nil, nil)
+        try #require(accepted >= 0)
+        close(accepted)
+        // The peer's FIN makes the socket readable.
+        var finished = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        try #require(poll(&finished, 1, 5_000) == 1)
+        #expect(!Sockets.isStillOpen(fd))
     }
 
     @Test func theProbe_FindsTheOriginBack_AtItsSecondAddress() throws {

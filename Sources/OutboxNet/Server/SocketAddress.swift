@@ -179,22 +179,38 @@ package enum Sockets {
         return fd
     }
 
+    /// A name's addresses in the order to use them, and the connection that picked the first.
+    package struct Reached: Sendable {
+        package var addresses: [SocketAddress]
+        /// Connected (non-blocking) to `addresses[0]` when one had to be found by connecting;
+        /// the caller's to use for its first connection, or to close.
+        package var connected: Int32?
+    }
+
     /// `addresses` with the first one that accepts a TCP connection (within `timeout` seconds
-    /// each, tried in order) moved to the front; unchanged when none does. A name often has
-    /// an address the origin does not listen on: `localhost` is `::1` and `127.0.0.1`, and a
+    /// each, tried in order) moved to the front, and that connection; unchanged and nothing
+    /// connected when there is one address only, or when none accepts. A name often has an
+    /// address the origin does not listen on: `localhost` is `::1` and `127.0.0.1`, and a
     /// server bound to IPv4 only refuses the IPv6 one that the resolver lists first. Blocking:
     /// for the name lookup's worker thread.
-    package static func reachableFirst(_ addresses: [SocketAddress], timeout: Double) -> [SocketAddress] {
-        guard addresses.count > 1 else { return addresses }
+    package static func reachableFirst(_ addresses: [SocketAddress], timeout: Double) -> Reached {
+        guard addresses.count > 1 else { return Reached(addresses: addresses) }
         for (index, address) in addresses.enumerated() {
             guard let fd = connectAndWait(to: address, until: deadline(after: timeout)) else { continue }
-            close(fd)
             var ordered = addresses
             ordered.remove(at: index)
             ordered.insert(address, at: 0)
-            return ordered
+            return Reached(addresses: ordered, connected: fd)
         }
-        return addresses
+        return Reached(addresses: addresses)
+    }
+
+    /// Whether a connected socket nobody has used yet still stands: not ended by its peer (a
+    /// server that speaks first may have sent bytes, which stay queued for the reader).
+    package static func isStillOpen(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let peeked = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return peeked > 0 || (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
     }
 
     /// The monotonic time (ns) `seconds` from now: at least a millisecond, so a wait always

@@ -24,14 +24,24 @@ package final class UpstreamPool: UpstreamTransport {
     private var idle: [Origin: IdleConnections] = [:]
     private var resolved: [String: (addresses: [SocketAddress], expires: UInt64)] = [:]
     private static let dnsLifetime: UInt64 = 30_000_000_000
+    /// The connection that found an origin's first reachable address, kept for the origin's
+    /// next connection (a call's or a tunnel's) rather than closed: the origin then sees one
+    /// connection, not an empty one before it, and the call saves a handshake. Dropped when
+    /// unused for `probedLifetime`.
+    private var probed: [Origin: (fd: Int32, expires: UInt64)] = [:]
+    private static let probedLifetime: UInt64 = 1_000_000_000
+    /// The name lookup (blocking, run off the loop); tests put addresses of their own here.
+    private let resolve: @Sendable (_ host: String, _ port: Int) -> [SocketAddress]
 
     package init(loop: EventLoop, timeouts: UpstreamTimeouts, maxHeaderBytes: Int, tlsContext: TLSContext?,
-                 maxIdlePerOrigin: Int = 256) {
+                 maxIdlePerOrigin: Int = 256,
+                 resolve: @escaping @Sendable (_ host: String, _ port: Int) -> [SocketAddress] = SocketAddress.resolve) {
         self.loop = loop
         self.tlsContext = tlsContext
         self.timeouts = timeouts
         self.maxHeaderBytes = maxHeaderBytes
         self.maxIdlePerOrigin = maxIdlePerOrigin
+        self.resolve = resolve
     }
 
     /// True when a call to `origin` can start now: a pooled connection or a known address.
@@ -46,27 +56,49 @@ package final class UpstreamPool: UpstreamTransport {
             ready(.success(()))
             return
         }
-        let host = origin.host
-        let port = origin.port
         let connectTimeout = timeouts.connect
+        let resolve = resolve
         let pool = LoopBound(value: self, loop: loop)
         let callback = LoopBound(value: ready, loop: loop)
         DispatchQueue.global().async {
             // Connections (and tunnels) go to the first address: make it one that answers.
-            let found = Sockets.reachableFirst(SocketAddress.resolve(host: host, port: port), timeout: connectTimeout)
+            let found = Sockets.reachableFirst(resolve(origin.host, origin.port), timeout: connectTimeout)
             pool.loop.execute {
-                pool.value.finishResolving(host: host, found: found, ready: callback.value)
+                pool.value.finishResolving(origin, found: found, ready: callback.value)
             }
         }
     }
 
-    private func finishResolving(host: String, found: [SocketAddress], ready: (Result<Void, UpstreamError>) -> Void) {
-        if found.isEmpty {
-            ready(.failure(.connectFailed("cannot resolve host \(host)")))
+    private func finishResolving(_ origin: Origin, found: Sockets.Reached, ready: (Result<Void, UpstreamError>) -> Void) {
+        dropExpiredProbes()
+        if let fd = found.connected {
+            // Two calls that prepared the same origin at once: the later connection serves.
+            if let older = probed.updateValue((fd, loop.now + Self.probedLifetime), forKey: origin) { close(older.fd) }
+        }
+        if found.addresses.isEmpty {
+            ready(.failure(.connectFailed("cannot resolve host \(origin.host)")))
             return
         }
-        resolved[host] = (found, loop.now + UpstreamPool.dnsLifetime)
+        resolved[origin.host] = (found.addresses, loop.now + UpstreamPool.dnsLifetime)
         ready(.success(()))
+    }
+
+    /// The connection that found `origin`'s address (see `probed`), if it was made moments ago
+    /// and its peer has not ended it: connected to the first of `addresses(of:)`.
+    package func takeProbedConnection(to origin: Origin) -> Int32? {
+        guard let entry = probed.removeValue(forKey: origin) else { return nil }
+        if entry.expires > loop.now && Sockets.isStillOpen(entry.fd) { return entry.fd }
+        close(entry.fd)
+        return nil
+    }
+
+    private func dropExpiredProbes() {
+        guard !probed.isEmpty else { return }
+        let now = loop.now
+        for (origin, entry) in probed where entry.expires <= now {
+            close(entry.fd)
+            probed[origin] = nil
+        }
     }
 
     package func addresses(of origin: Origin) -> [SocketAddress]? {
@@ -121,6 +153,9 @@ package final class UpstreamPool: UpstreamTransport {
                 return .failure(.tlsFailed(error.reason))
             }
         }
+        if let fd = takeProbedConnection(to: origin) {
+            return .success(UpstreamConnection(origin: origin, fd: fd, pool: self, tls: tls))
+        }
         switch Sockets.connect(to: address) {
         case .success(let fd):
             return .success(UpstreamConnection(origin: origin, fd: fd, pool: self, tls: tls))
@@ -164,6 +199,8 @@ package final class UpstreamPool: UpstreamTransport {
 
     /// Closes every idle connection (shutdown).
     package func closeIdle() {
+        for entry in probed.values { close(entry.fd) }
+        probed.removeAll()
         let all = idle.values.flatMap { $0.connections }
         idle.removeAll()
         for connection in all { connection.close() }
