@@ -110,7 +110,7 @@ if ((SKIP_AB == 0)); then
 log "(a) durable 202s: wrk -t2 -c$CONNS -d${DURATION}s, POST 1 KiB, upstream down"
 start_outbox "$RUN/data-a"
 # Group commit's counters (a binary from before they existed has none: the line is left out).
-commit_counters() { curl -s "http://127.0.0.1:$OBX_PORT/admin/metrics" | grep '^outbox_storage_[a-z_]*_total ' || true; }
+commit_counters() { curl -s "http://127.0.0.1:$OBX_PORT/admin/metrics" | grep -E '^outbox_storage_([a-z_]*_total |sync_duration_seconds_bucket)' || true; }
 commit_counters >"$RUN/commit-0.txt"
 CPU0=$(cpu_ticks "$OBX_PID")
 T0_A=$EPOCHREALTIME
@@ -218,6 +218,14 @@ if syncs > 0:
           f"{delta['outbox_storage_sync_seconds_total'] / syncs * 1e6:.0f} µs per write+sync, disk busy {delta['outbox_storage_sync_seconds_total'] / span * 100:.0f} % of the time; "
           f"per batch: oldest record waited {delta['outbox_storage_batch_wait_seconds_total'] / syncs * 1e6:.0f} µs for its write, "
           f"its completions took {delta['outbox_storage_completion_seconds_total'] / syncs * 1e6:.0f} µs")
+    # The sync histogram (binaries from before it have none): where 99 % of the syncs end, and the slowest.
+    buckets = sorted((float(name.split('"')[1]), count) for name, count in delta.items()
+                     if name.startswith("outbox_storage_sync_duration_seconds_bucket") and '+Inf' not in name)
+    if buckets:
+        p99 = next((bound for bound, count in buckets if count >= 0.99 * syncs), None)
+        slowest = next((bound for bound, count in buckets if count >= syncs), None)
+        label = lambda bound: f"≤ {bound * 1e3:g} ms" if bound is not None else "> the last bucket"
+        print(f"    write+sync durations: 99 % {label(p99)}, the slowest {label(slowest)}")
 PY
 echo "    same disk, fsync-limit.c (records/s):"
 awk -F'|' '$2 ~ /rename|append|group64/ {gsub(/ /, "", $2); gsub(/ /, "", $3); printf "      %-8s %s\n", $2, $3}' "$RUN/fsync.txt"
