@@ -56,6 +56,9 @@ public final class OperationLog: Sendable {
         /// A batch whose write + `fdatasync` takes this long or longer is logged
         /// (`storage_sync_slow`, warn): every `202` of the batch waited that long.
         public var slowSyncNanos: UInt64
+        /// The monotonic clock (ns) the log times its batches and deferral deadlines by; nil in
+        /// the initializer: `MonotonicClock`. Tests make a sync look slow without waiting.
+        public var clock: @Sendable () -> UInt64
 
         /// Defaults: 64 MiB segments, batches of up to 1024 records, rewrite at ≤ 50 % live;
         /// deferred records wait 2 ms at most, or until 256 of them wait; 1 MiB zeroed ahead;
@@ -63,7 +66,8 @@ public final class OperationLog: Sendable {
         public init(segmentBytes: Int = 64 << 20, maxBatchRecords: Int = 1024,
                     compactionLiveRatio: Double = 0.5, io: SegmentIO = .system,
                     maxDeferNanos: UInt64 = 2_000_000, maxDeferredRecords: Int = 256,
-                    zeroAheadBytes: Int = 1 << 20, slowSyncNanos: UInt64 = 1_000_000_000) {
+                    zeroAheadBytes: Int = 1 << 20, slowSyncNanos: UInt64 = 1_000_000_000,
+                    clock: (@Sendable () -> UInt64)? = nil) {
             self.segmentBytes = segmentBytes
             self.maxBatchRecords = max(1, maxBatchRecords)
             self.compactionLiveRatio = compactionLiveRatio
@@ -72,6 +76,7 @@ public final class OperationLog: Sendable {
             self.maxDeferredRecords = max(1, maxDeferredRecords)
             self.zeroAheadBytes = max(0, zeroAheadBytes)
             self.slowSyncNanos = slowSyncNanos
+            self.clock = clock ?? { MonotonicClock.nanos() }
         }
     }
 
@@ -197,7 +202,7 @@ public final class OperationLog: Sendable {
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
-                if queue.pending.isEmpty { queue.oldestAppendedAt = MonotonicClock.nanos() }
+                if queue.pending.isEmpty { queue.oldestAppendedAt = options.clock() }
                 // Encoded in place, under the lock: see `FrameBuffer`.
                 RecordCodec.encode(record, into: queue.bytes.extend(by: size))
                 queue.pending.append(PendingAppend(length: size, completion: completion))
@@ -354,7 +359,7 @@ public final class OperationLog: Sendable {
                 }
                 if !queue.due, queue.state == .open {
                     let deadline = queue.oldestAppendedAt &+ options.maxDeferNanos
-                    if MonotonicClock.nanos() < deadline {
+                    if options.clock() < deadline {
                         queue.writer = .deferring
                         return .wait(until: deadline)
                     }
@@ -370,12 +375,12 @@ public final class OperationLog: Sendable {
             case .wait(let deadline?):
                 // A wake-up that comes late (after the deadline) leaves a signal behind: the
                 // next wait then returns at once and the loop looks again, which is harmless.
-                let now = MonotonicClock.nanos()
+                let now = options.clock()
                 if deadline > now { _ = wakeWriter.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) }
             case .write(let batch, let oldestAppendedAt):
-                let started = MonotonicClock.nanos()
+                let started = options.clock()
                 let outcome = commit(batchBytes, records: batch.count, zeros: zeros, cursor: &cursor)
-                let syncedAt = MonotonicClock.nanos()
+                let syncedAt = options.clock()
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
                 if syncedAt &- started >= options.slowSyncNanos, case .success = outcome {
@@ -384,7 +389,7 @@ public final class OperationLog: Sendable {
                 }
                 batchBytes.removeAll()
                 WakeUpBatch.run { complete(batch, outcome) }
-                options.counters?.completed(nanos: Int(MonotonicClock.nanos() &- syncedAt))
+                options.counters?.completed(nanos: Int(options.clock() &- syncedAt))
             case .stop(let rejected, let error):
                 cutZeros(&cursor)
                 for append in rejected { append.completion(.failure(error)) }
@@ -411,7 +416,7 @@ public final class OperationLog: Sendable {
         bytes.append(UnsafeRawBufferPointer(rebasing: queue.bytes.bytes[..<cut]))
         queue.bytes.removeFirst(cut)
         // The rest waited since then at most; close enough for a counter.
-        queue.oldestAppendedAt = MonotonicClock.nanos()
+        queue.oldestAppendedAt = options.clock()
         return taken
     }
 

@@ -343,14 +343,16 @@ final class HeldSyncIO: Sendable {
 @Suite struct StorageSlowSyncTests {
     @Test func aSyncOverTheThreshold_IsLoggedWithItsFileRecordsAndDuration_AndCountedInTheHistogram() async throws {
         let directory = try StorageTestDirectory()
+        // The log's clock runs with the real one, and jumps 80 ms inside the stalled sync.
         let stallNextSync = StorageShared(false)
+        let stalled = StorageShared<UInt64>(0)
         let io = SegmentIO(write: SegmentIO.system.write, sync: { fd in
-            // The stall is the disk behaviour under test, not a wait for an event.
-            if stallNextSync.withLock({ flag in defer { flag = false }; return flag }) { usleep(80_000) }
+            if stallNextSync.withLock({ flag in defer { flag = false }; return flag }) { stalled.withLock { $0 += 80_000_000 } }
             return SegmentIO.system.sync(fd)
         })
         let counters = GroupCommitCounters()
-        var options = OperationLog.Options(io: io, slowSyncNanos: 50_000_000)
+        var options = OperationLog.Options(io: io, slowSyncNanos: 50_000_000,
+                                           clock: { MonotonicClock.nanos() + stalled.value })
         options.counters = counters
         let lines = StorageLogLines()
         let (log, _) = try StorageSamples.open(directory, options: options, lines: lines)
