@@ -50,8 +50,8 @@ public final class OperationLog: Sendable {
         /// allocate blocks; a sync into zeros already synced writes the data alone. So the batch
         /// that comes within half of this of the zeroed end writes the next stretch of zeros
         /// along with its data, under its own `fdatasync`: one sync in a few dozen pays that
-        /// (at 30 KiB batches), the others ran about 40 % shorter on a virtio disk. The zeros are cut at seal and close; after a
-        /// crash, recovery trims them quietly (a zeroed tail).
+        /// (at 30 KiB batches), the others ran about 40 % shorter on a virtio disk. The zeros
+        /// are cut at seal and close; after a crash, recovery trims them quietly (a zeroed tail).
         public var zeroAheadBytes: Int
         /// A batch whose write + `fdatasync` takes this long or longer is logged
         /// (`storage_sync_slow`, warn): every `202` of the batch waited that long.
