@@ -81,10 +81,14 @@ public struct OperationRequest: Sendable, Equatable {
     public var createdAt: Int64
     /// Its `Outbox-Ordering-Key`: the lane within the origin; nil is the origin's default lane.
     public var orderingKey: String?
+    /// SHA-256 of the client's credential fields (``IdempotencyKey/credentials(in:)``): who may
+    /// be given this operation's stored response for a repeated key. Empty when the request had
+    /// none.
+    public var credentials: [UInt8]
 
     public init(id: UUID, origin: Origin, method: String, target: String, headers: HTTPHeaders, body: [UInt8],
                 idempotencyKey: String, fingerprint: [UInt8], priority: OperationPriority, tag: String?,
-                dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil) {
+                dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil, credentials: [UInt8] = []) {
         self.id = id
         self.origin = origin
         self.method = method
@@ -98,6 +102,7 @@ public struct OperationRequest: Sendable, Equatable {
         self.dependsOn = dependsOn
         self.createdAt = createdAt
         self.orderingKey = orderingKey
+        self.credentials = credentials
     }
 }
 

@@ -18,6 +18,9 @@ enum ProxyError: Error, Equatable {
     case loopDetected
     /// An idempotency key reused with another method, target or body.
     case keyReused(String)
+    /// An idempotency key of a completed operation, repeated with other credentials: its stored
+    /// response is not theirs to read.
+    case keyInUse(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
 
@@ -41,7 +44,7 @@ enum ProxyError: Error, Equatable {
             }
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
-        case .keyReused: 422
+        case .keyReused, .keyInUse: 422
         case .insufficientStorage: 507
         }
     }
@@ -61,7 +64,7 @@ enum ProxyError: Error, Equatable {
         case 504: "gateway_timeout"
         case 505: "http_version_not_supported"
         case 508: "loop_detected"
-        case 422: "idempotency_key_reused"
+        case 422: if case .keyInUse = self { "idempotency_key_in_use" } else { "idempotency_key_reused" }
         case 507: "insufficient_storage"
         default: "error"
         }
@@ -83,6 +86,8 @@ enum ProxyError: Error, Equatable {
         case .tooManyConnections: "too many connections (limits.maxConnections)"
         case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
         case .keyReused(let header): "\(header) was already used for a different request (method, target or body)"
+        case .keyInUse(let header):
+            "\(header) belongs to a request made with other credentials (Authorization, Cookie, Proxy-Authorization)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
         }
     }

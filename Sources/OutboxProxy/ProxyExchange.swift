@@ -386,7 +386,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         if case .given = key {
             let existing: OperationSnapshot?
             do {
-                existing = try queue.operation(withKey: idempotencyKey)
+                existing = try queue.operation(withKey: idempotencyKey, origin: origin)
             } catch {
                 // The key is taken but its operation unreadable: storing or forwarding again could
                 // deliver it twice.
@@ -396,7 +396,10 @@ final class ProxyExchange: UpstreamResponseHandler {
             if let existing {
                 fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
                 let stored = existing.state.status == .completed ? existing.state.response : nil
-                known = .operation(existing, storedResponse: stored)
+                // Compared only where a stored response could be given back: a 202 for a pending
+                // operation tells nothing the key does not.
+                let sameCredentials = stored == nil || IdempotencyKey.credentials(in: head.headers) == existing.credentials
+                known = .operation(existing, storedResponse: stored, sameCredentials: sameCredentials)
             }
         }
         let connectivity = connectivity(of: origin, in: queue)
@@ -417,8 +420,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     private func dependency(in queue: QueueGateway) -> QueueDecision.Dependency {
-        guard let reference = control.dependsOn else { return .absent }
-        guard let id = queue.resolveDependency(reference) else { return .unresolved(reference) }
+        guard let reference = control.dependsOn, let origin else { return .absent }
+        guard let id = queue.resolveDependency(reference, origin: origin) else { return .unresolved(reference) }
         return .resolved(id)
     }
 
@@ -502,7 +505,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,
             headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
-            createdAt: WallClock.millis(), orderingKey: control.orderingKey)
+            createdAt: WallClock.millis(), orderingKey: control.orderingKey,
+            credentials: IdempotencyKey.credentials(in: head.headers))
         let bound = LoopBound(value: self, loop: client.loop)
         queue.enqueue(request, freshKey: generatedKey) { result in
             bound.loop.execute { bound.value.storeFinished(result) }

@@ -15,9 +15,14 @@ import Synchronization
 public final class OutboxQueue: Sendable {
     private let log: OperationLog
     private let index: CountedIndex
-    /// Keys whose `created` record is being written: a second request with the same key waits
-    /// for the first instead of storing a duplicate.
-    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// Keys (of an origin) whose `created` record is being written: a second request with the
+    /// same key to the same origin waits for the first instead of storing a duplicate.
+    private let reserving = Mutex<[ScopedKey: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// An idempotency key as it is unique: within one origin (SPEC §4).
+    private struct ScopedKey: Hashable, Sendable {
+        var origin: Origin
+        var key: String
+    }
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
     /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
@@ -289,8 +294,9 @@ public final class OutboxQueue: Sendable {
                           orderingKey: entry.orderingKey, state: state ?? entry.state)
     }
 
-    /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
-    /// record and the response of a completed operation in its latest state, both read from disk.
+    /// What the proxy answers a repeated key with: the fingerprint and the credential digest
+    /// live in the `created` record and the response of a completed operation in its latest
+    /// state, both read from disk.
     private func keyHolder(_ entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError) -> OperationSnapshot {
         var request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
         request.fingerprint = IdempotencyKey.fingerprint(of: request)
@@ -298,7 +304,9 @@ public final class OutboxQueue: Sendable {
         if entry.status == .completed {
             state.response = try latestBodies(of: entry).response
         }
-        return snapshot(entry, request: request, state: state)
+        var holder = snapshot(entry, request: request, state: state)
+        holder.credentials = IdempotencyKey.credentials(of: request)
+        return holder
     }
 
     /// The entry's latest state in full (its whole `lastError`, any bodies), to be written again
@@ -422,15 +430,15 @@ extension OutboxQueue: QueueGateway {
         index.withLock { $0.hasQueued(origin: origin, orderingKey: orderingKey) }
     }
 
-    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
-        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
+    package func operation(withKey idempotencyKey: String, origin: Origin) throws(QueueReadError) -> OperationSnapshot? {
+        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey, origin: origin) }) else { return nil }
         return try keyHolder(entry)
     }
 
-    package func resolveDependency(_ reference: String) -> UUID? {
+    package func resolveDependency(_ reference: String, origin: Origin) -> UUID? {
         index.withLock { index in
             if let id = UUID(uuidString: reference), index.entry(id) != nil { return id }
-            return index.entry(forKey: reference)?.id
+            return index.entry(forKey: reference, origin: origin)?.id
         }
     }
 
@@ -453,7 +461,8 @@ extension OutboxQueue: QueueGateway {
             if keyIsFresh {
                 completion(outcome)
             } else {
-                settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
+                settle(key: ScopedKey(origin: operation.origin, key: operation.idempotencyKey), fingerprint: operation.fingerprint,
+                       outcome, completion)
             }
         }
     }
@@ -503,12 +512,13 @@ extension OutboxQueue: QueueGateway {
     private func reserveKey(of request: OperationRequest,
                             _ completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) -> Bool {
         // One writer per key: later requests with the key wait for the first one's outcome.
+        let key = ScopedKey(origin: request.origin, key: request.idempotencyKey)
         let first = reserving.withLock { map -> Bool in
-            if map[request.idempotencyKey] != nil {
-                map[request.idempotencyKey]?.append((request.fingerprint, completion))
+            if map[key] != nil {
+                map[key]?.append((request.fingerprint, completion))
                 return false
             }
-            map[request.idempotencyKey] = []
+            map[key] = []
             return true
         }
         guard first else { return false }
@@ -516,14 +526,14 @@ extension OutboxQueue: QueueGateway {
         // may have been stored since (forwarded first, then queued; or on another loop). A second
         // `created` record for the key would be refused by the index while its client heard
         // 202: answer it as a request that waited for the key's first writer is answered.
-        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) else { return true }
+        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey, origin: request.origin) }) else { return true }
         let outcome: Result<OperationSnapshot, EnqueueError>
         do {
             outcome = .success(try keyHolder(holder))
         } catch {
             outcome = .failure(.storage("\(error)"))
         }
-        settle(key: request.idempotencyKey, fingerprint: request.fingerprint, outcome, completion)
+        settle(key: key, fingerprint: request.fingerprint, outcome, completion)
         return false
     }
 
@@ -540,7 +550,7 @@ extension OutboxQueue: QueueGateway {
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(key: String, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
+    private func settle(key: ScopedKey, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }

@@ -37,9 +37,11 @@ enum RecordCodec {
             writer.uuid(request.id)
             writer.i64(request.createdAt)
             writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
-            // Bit 2 (ordering key) came later: records written before it have it clear, so they
-            // read back in the default lane without a format version of their own.
-            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4))
+            // Bits 4 (ordering key) and 8 (credentials) came later: records written before them
+            // have them clear, so they read back in the default lane, with the credentials their
+            // stored headers hold, without a format version of their own.
+            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4)
+                      | (request.credentials.isEmpty ? 0 : 8))
             if let dependsOn = request.dependsOn { writer.uuid(dependsOn) }
             writer.u8(request.origin.scheme == .https ? 1 : 0)
             writer.u16(UInt16(truncatingIfNeeded: request.origin.port))
@@ -50,6 +52,7 @@ enum RecordCodec {
             writer.blob(request.fingerprint)
             if let tag = request.tag { writer.string(tag) }
             if let orderingKey = request.orderingKey { writer.string(orderingKey) }
+            if !request.credentials.isEmpty { writer.blob(request.credentials) }
             writer.u32(UInt32(truncatingIfNeeded: request.body.count))
             writeLightState(state, into: &writer)
             writeHeaders(request.headers, into: &writer)
@@ -140,7 +143,7 @@ enum RecordCodec {
                     idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
                     priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
                     createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
-                    state: OperationState())
+                    credentials: prefix.credentials.map(Array.init) ?? [], state: OperationState())
                 return .created(OperationRequest(created, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
@@ -235,6 +238,7 @@ enum RecordCodec {
         var fingerprint: UnsafeRawBufferPointer
         var tag: UnsafeRawBufferPointer?
         var orderingKey: UnsafeRawBufferPointer?
+        var credentials: UnsafeRawBufferPointer?
     }
 
     private static func decodeCreatedPrefix(_ reader: inout ByteReader) throws -> CreatedPrefix {
@@ -252,12 +256,13 @@ enum RecordCodec {
         let fingerprint = try reader.blobBytes()
         let tag = flags & 1 != 0 ? try reader.blobBytes() : nil
         let orderingKey = flags & 4 != 0 ? try reader.blobBytes() : nil
+        let credentials = flags & 8 != 0 ? try reader.blobBytes() : nil
         // The body's length, in the layout so that a reader can size the body before reaching
         // it; no reader needs it yet.
         _ = try reader.u32()
         return CreatedPrefix(id: id, createdAt: createdAt, priority: priority, dependsOn: dependsOn, scheme: scheme,
                              port: port, host: host, method: method, target: target, idempotencyKey: idempotencyKey,
-                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey)
+                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey, credentials: credentials)
     }
 
     private static func decodeLightState(_ reader: inout ByteReader) throws -> RecoveryRecord.LightState {
