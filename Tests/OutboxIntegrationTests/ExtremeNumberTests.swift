@@ -104,6 +104,18 @@ struct ExtremeNumberTests {
         #expect(outbox.child.observed.value.exit == nil, "the process ended: \(outbox)")
     }
 
+    /// The finding itself: this request killed the process with SIGILL.
+    @Test func pruneOlderThan1e300SecondsIsA400AndTheProcessLives() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let pruned = try Self.ask(outbox, "POST", "/admin/prune?olderThanSeconds=1e300")
+        expectErrorResponse(pruned, status: 400, from: outbox)
+        #expect(pruned.errorEnvelope?.message == #"olderThanSeconds: expected a number of seconds from 0 to 1000000000, got "1e300""#,
+                "\(pruned)")
+        #expect(try Self.ask(outbox, "GET", "/admin/status").status == 200)
+        #expect(outbox.child.observed.value.exit == nil, "the process ended: \(outbox)")
+    }
+
     @Test func checkConfigRefusesExtremeNumbersNamingTheKey() async throws {
         let directory = try TemporaryDirectory()
         let cases: [(json: String, key: String)] = [
