@@ -30,6 +30,8 @@ package enum AdminError: Error, Equatable, Sendable {
     case noFault(String)
     /// A fault rule with this id exists already.
     case faultExists(String)
+    /// The fault book holds its maximum of rules (SPEC §6): nothing was added.
+    case faultLimit(Int)
 
     /// The table: one status and one code per case.
     package var status: Int {
@@ -39,7 +41,7 @@ package enum AdminError: Error, Equatable, Sendable {
         case .notLoopback, .foreignHost, .crossSiteOrigin: 403
         case .noEndpoint, .noOperation, .noFault: 404
         case .methodNotAllowed: 405
-        case .notRetryable, .faultExists: 409
+        case .notRetryable, .faultExists, .faultLimit: 409
         }
     }
 
@@ -51,6 +53,7 @@ package enum AdminError: Error, Equatable, Sendable {
         case .noEndpoint, .noOperation, .noFault: "not_found"
         case .methodNotAllowed: "method_not_allowed"
         case .notRetryable, .faultExists: "conflict"
+        case .faultLimit: "fault_limit"
         }
     }
 
@@ -66,6 +69,7 @@ package enum AdminError: Error, Equatable, Sendable {
         case .noOperation(let id): "no operation \(id)"
         case .noFault(let id): "no fault rule \(id)"
         case .faultExists(let id): "a fault rule with id \(id) exists; remove it first or choose another id"
+        case .faultLimit(let limit): "at most \(limit) fault rules; remove some first (DELETE /admin/faults/{id} or /admin/faults)"
         case .methodNotAllowed(let allow): "use \(allow.joined(separator: ", "))"
         case .notRetryable(let id, let status):
             "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried"

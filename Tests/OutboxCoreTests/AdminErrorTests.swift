@@ -16,6 +16,7 @@ struct AdminErrorTests {
         case .noEndpoint, .noOperation, .noFault: (404, "not_found")
         case .methodNotAllowed: (405, "method_not_allowed")
         case .notRetryable, .faultExists: (409, "conflict")
+        case .faultLimit: (409, "fault_limit")
         }
     }
 
@@ -27,7 +28,7 @@ struct AdminErrorTests {
         .noEndpoint(method: "GET", path: "/nope"), .noOperation("42"),
         .methodNotAllowed(allow: ["GET", "HEAD"]),
         .notRetryable(id: "42", status: .completed),
-        .noFault("orders-down"), .faultExists("orders-down"),
+        .noFault("orders-down"), .faultExists("orders-down"), .faultLimit(1000),
     ]
 
     @Test(arguments: cases)
