@@ -144,7 +144,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func knownRefusal(of route: Route) -> UpstreamError? {
         switch route {
         case .origin(let origin, _, forwardMode: true): client.proxyLoop.pool.knownRefusal(host: origin.host, port: origin.port)
-        case .tunnel(let host, let port): client.proxyLoop.pool.knownRefusal(host: host, port: port)
+        case .tunnel(let host, let port): client.proxyLoop.pool.knownRefusal(host: host.lowercased(), port: port)
         case .origin: nil
         }
     }

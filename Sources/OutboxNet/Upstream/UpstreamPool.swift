@@ -135,15 +135,16 @@ package final class UpstreamPool: UpstreamTransport {
         }
     }
 
-    /// Why `origin` may not be reached, when that is known without a lookup (a numeric host,
-    /// or a name resolved moments ago); nil when it may be, or when only resolving will tell.
-    /// For answering a request before anything is stored or tunnelled.
+    /// Why `host` (lowercased, as `Origin` keeps it) at `port` may not be reached, when that is
+    /// known without a lookup (a numeric host, or a name resolved moments ago); nil when it
+    /// may be, or when only resolving will tell. For answering a request before anything is
+    /// stored or tunnelled.
     package func knownRefusal(host: String, port: Int) -> UpstreamError? {
         guard !targetPolicy.refusesNothing else { return nil }
         if SocketAddress.resolveNumeric(host, port: port) != nil {
             return numericVerdict(of: host).refusal(port: port)
         }
-        guard let entry = resolved[host.lowercased()], entry.expires > loop.now else { return nil }
+        guard let entry = resolved[host], entry.expires > loop.now else { return nil }
         return entry.verdict.refusal(port: port)
     }
 
