@@ -14,6 +14,9 @@ package enum AdminError: Error, Equatable, Sendable {
     case tokenRequired
     /// No admin token is set and the peer is not on loopback.
     case notLoopback
+    /// No admin token is set and the request came through a proxy (`Via` or `Forwarded`):
+    /// its loopback peer says nothing about who sent it.
+    case proxied
     /// The `Host` is neither a loopback name nor the listen address: a DNS-rebound name.
     case foreignHost(String)
     /// A browser page from another site (`Origin`) is calling.
@@ -38,7 +41,7 @@ package enum AdminError: Error, Equatable, Sendable {
         switch self {
         case .invalid: 400
         case .tokenRequired: 401
-        case .notLoopback, .foreignHost, .crossSiteOrigin: 403
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: 403
         case .noEndpoint, .noOperation, .noFault: 404
         case .methodNotAllowed: 405
         case .notRetryable, .faultExists, .faultLimit: 409
@@ -49,7 +52,7 @@ package enum AdminError: Error, Equatable, Sendable {
         switch self {
         case .invalid: "bad_request"
         case .tokenRequired: "unauthorized"
-        case .notLoopback, .foreignHost, .crossSiteOrigin: "forbidden"
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: "forbidden"
         case .noEndpoint, .noOperation, .noFault: "not_found"
         case .methodNotAllowed: "method_not_allowed"
         case .notRetryable, .faultExists: "conflict"
@@ -63,7 +66,8 @@ package enum AdminError: Error, Equatable, Sendable {
             "\(field): expected \(expected)" + (got.map { ", got \"\($0)\"" } ?? "")
         case .tokenRequired: "admin requests need Authorization: Bearer <admin.token>"
         case .notLoopback: "without admin.token the admin API answers loopback clients only"
-        case .foreignHost(let host): "Host \(host) is not a loopback name or the listen address"
+        case .proxied: "without admin.token the admin API answers loopback clients only, not requests that came through a proxy (Via or Forwarded)"
+        case .foreignHost(let host): "Host \(host) is not localhost, a 127.x.x.x or [::1] literal, or the listen address"
         case .crossSiteOrigin(let origin): "cross-site admin request from Origin \(origin)"
         case .noEndpoint(let method, let path): "no admin endpoint \(method) \(path)"
         case .noOperation(let id): "no operation \(id)"

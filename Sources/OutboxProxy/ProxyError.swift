@@ -41,6 +41,11 @@ enum ProxyError: Error, Equatable {
             // counts the origin unreachable (a queueable request is stored, not answered 504).
             case .responseTimeout: 504
             case .invalidResponse, .truncated: 502
+            // SPEC §3: a target that is Outbox itself is a loop (508 Loop Detected, RFC 5842
+            // §7.2); an internal address a wildcard may not reach is refused as a host outside
+            // allowedHosts is.
+            case .targetRefused(.ownListener): 508
+            case .targetRefused(.internalAddress): 403
             }
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
@@ -50,7 +55,9 @@ enum ProxyError: Error, Equatable {
     }
 
     var code: String {
-        switch status {
+        // The two 508s: a target that is one of Outbox's listeners, and the Via count.
+        if case .upstream(.targetRefused(.ownListener)) = self { return "forwarding_loop" }
+        return switch status {
         case 400: "bad_request"
         case 403: "forbidden"
         case 408: "request_timeout"
@@ -81,6 +88,12 @@ enum ProxyError: Error, Equatable {
             switch error {
             case .connectFailed, .tlsFailed, .noResponse: "upstream unreachable (\(error.summary))"
             case .responseTimeout: "upstream did not answer within reachability.responseTimeoutSeconds"
+            case .targetRefused(.ownListener(let address)):
+                "the target resolves to \(address), one of Outbox's own listeners: forwarding there would loop"
+            case .targetRefused(.internalAddress(let address)):
+                "the target resolves to \(address), a loopback, link-local or unspecified address, which \"*\" and "
+                    + "\"*.suffix\" in forwardProxy.allowedHosts do not match while listen is not loopback: "
+                    + "name the host exactly to allow it"
             default: "bad upstream answer (\(error.summary))"
             }
         case .tooManyConnections: "too many connections (limits.maxConnections)"

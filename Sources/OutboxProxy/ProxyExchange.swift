@@ -105,8 +105,13 @@ final class ProxyExchange: UpstreamResponseHandler {
             break
         }
         let context = client.context
-        switch ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
-                                forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin) {
+        let route = ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
+                                     forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin)
+        if case .success(let routed) = route, let refusal = knownRefusal(of: routed) {
+            fail(.upstream(refusal))
+            return
+        }
+        switch route {
         case .failure(let error):
             fail(error)
         case .success(.tunnel(let host, let port)) where client.context.intercepts(host):
@@ -129,6 +134,18 @@ final class ProxyExchange: UpstreamResponseHandler {
             let method: QueueDecision.Method = client.context.queueMethods.contains(head.method)
                 ? .queueable : .notQueueable(connectivity(of: origin, in: queue))
             carryOut(QueueDecision.atHead(control: control, method: method), queue)
+        }
+    }
+
+    /// A forward-mode target or a tunnel that the pool already knows to be refused (one of
+    /// Outbox's listeners, or an internal address for a wildcard-only host: SPEC §3), answered
+    /// before anything is stored, intercepted or tunnelled. A name not resolved yet is refused
+    /// when its connection would be made, and a stored one when it is replayed.
+    private func knownRefusal(of route: Route) -> UpstreamError? {
+        switch route {
+        case .origin(let origin, _, forwardMode: true): client.proxyLoop.pool.knownRefusal(host: origin.host, port: origin.port)
+        case .tunnel(let host, let port): client.proxyLoop.pool.knownRefusal(host: host.lowercased(), port: port)
+        case .origin: nil
         }
     }
 

@@ -67,18 +67,18 @@ public final class ProxyServer: @unchecked Sendable {
     /// addresses. Both sockets are bound before anything accepts, so a busy admin port fails the
     /// start as a busy main port does.
     public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
-        var sockets: [(fd: Int32, role: ListenerRole, address: SocketAddressSpec)] = []
+        var sockets: [(fd: Int32, role: ListenerRole, address: SocketAddressSpec, bound: SocketAddress)] = []
         func closeAll() { for socket in sockets { close(socket.fd) } }
         do {
             let (fd, address) = try Sockets.listen(host: config.listen.host, port: config.listen.port)
-            sockets.append((fd, .main, SocketAddressSpec(host: address.hostText, port: address.port)))
+            sockets.append((fd, .main, SocketAddressSpec(host: address.hostText, port: address.port), address))
         } catch {
             throw .listen(config.listen, error)
         }
         if let adminListen = config.admin.listen {
             do {
                 let (fd, address) = try Sockets.listen(host: adminListen.host, port: adminListen.port)
-                sockets.append((fd, .admin, SocketAddressSpec(host: address.hostText, port: address.port)))
+                sockets.append((fd, .admin, SocketAddressSpec(host: address.hostText, port: address.port), address))
             } catch {
                 closeAll()
                 throw .adminListen(adminListen, error)
@@ -95,7 +95,8 @@ public final class ProxyServer: @unchecked Sendable {
         self.upstreamTLS = upstreamTLS
         let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
                                    queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
-                                   mainListenAddress: sockets[0].address, faults: faults, events: events)
+                                   mainListenAddress: sockets[0].address, listeners: sockets.map(\.bound),
+                                   faults: faults, events: events)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {

@@ -42,31 +42,35 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// Starts `outbox --listen 127.0.0.1:0 --upstream UPSTREAM --data-dir TMP [--config TMP/config.json]`
     /// and waits for its listening line. `config` is config-file JSON text, written to a file.
     /// `dataDirectory` replaces TMP/data, so a second process can reopen a killed one's queue.
+    /// `listenHost` replaces 127.0.0.1 in `--listen` (`0.0.0.0` binds every address; tests
+    /// still talk to 127.0.0.1).
     static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
-                      dataDirectory: String? = nil,
+                      dataDirectory: String? = nil, listenHost: String = "127.0.0.1",
                       executable: String = OutboxProcess.binaryPath,
                       timeout: Duration = .seconds(20)) async throws -> OutboxProcess {
         let directory = try TemporaryDirectory()
-        var arguments = ["--listen", "127.0.0.1:0", "--upstream", upstream,
+        var arguments = ["--listen", "\(listenHost):0", "--upstream", upstream,
                          "--data-dir", dataDirectory ?? directory.file("data")]
         if let config {
             arguments += ["--config", try directory.write(config, to: "config.json")]
         }
         let child = try ChildProcess(executable: executable, arguments: arguments + extra)
-        let port = try await waitForListeningLine(of: child, timeout: timeout)
+        let port = try await waitForListeningLine(of: child, timeout: timeout,
+                                                  prefix: "outbox listening on http://\(listenHost):")
         return OutboxProcess(child: child, port: port, directory: directory)
     }
 
-    /// Waits until `child` prints the listening line and returns its port; fails at once
-    /// when the child closes stderr (exits) first.
-    static func waitForListeningLine(of child: ChildProcess, timeout: Duration) async throws -> UInt16 {
+    /// Waits until `child` prints the listening line (the one starting with `prefix`, up to
+    /// the port) and returns its port; fails at once when the child closes stderr (exits) first.
+    static func waitForListeningLine(of child: ChildProcess, timeout: Duration,
+                                     prefix: String = "outbox listening on http://127.0.0.1:") async throws -> UInt16 {
         let result: Result<UInt16, HarnessError> = try await child.observed.wait(
             timeout: timeout,
             describeTimeout: { observed in
                 "no listening line within \(timeout); stderr so far:\n\(observed.stderrText.suffix(4000))"
             },
             until: { observed in
-                if let port = listeningPort(in: observed.stderrText) { return .success(port) }
+                if let port = listeningPort(in: observed.stderrText, prefix: prefix) { return .success(port) }
                 // Waiting for stderr to close (not just the exit) keeps the last words in the message.
                 if observed.stderrClosed {
                     return .failure(HarnessError(
