@@ -47,20 +47,24 @@ public enum UpstreamError: Error, Sendable, Equatable {
     case invalidResponse(String)
     /// The connection ended in the middle of a response body that was already being relayed.
     case truncated(String)
+    /// Outbox itself could not get what the exchange needs (a socket: `EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`): nothing was sent, and the origin is not to blame (SPEC §6). The
+    /// text is the failed call and errno, `socket: Too many open files`.
+    case localResourcesExhausted(String)
 
     /// Whether the origin counts as offline: refused/unresolvable, dropped before a complete
     /// head, or no head in time.
     public var meansUnreachable: Bool {
         switch self {
         case .connectFailed, .tlsFailed, .noResponse, .responseTimeout: true
-        case .invalidResponse, .truncated: false
+        case .invalidResponse, .truncated, .localResourcesExhausted: false
         }
     }
 
     /// True when the origin never received any byte of the request.
     public var neverSent: Bool {
         switch self {
-        case .connectFailed, .tlsFailed: true
+        case .connectFailed, .tlsFailed, .localResourcesExhausted: true
         default: false
         }
     }
@@ -73,6 +77,7 @@ public enum UpstreamError: Error, Sendable, Equatable {
         case .responseTimeout: "response timeout"
         case .invalidResponse(let reason): "invalid response: \(reason)"
         case .truncated(let reason): "response truncated: \(reason)"
+        case .localResourcesExhausted(let reason): "local resources exhausted: \(reason)"
         }
     }
 }

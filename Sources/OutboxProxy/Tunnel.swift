@@ -117,7 +117,7 @@ final class Tunnel: SocketStreamDelegate, ConnectionRelay, DeadlineTracked {
         }
         switch Sockets.connect(to: address) {
         case .failure(let error):
-            client.tunnelFailed(.upstream(.connectFailed(error.description)))
+            client.tunnelFailed(.upstream(.connecting(error)))
         case .success(let fd):
             start(SocketStream(fd: fd, loop: client.loop, connecting: true))
         }

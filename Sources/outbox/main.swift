@@ -57,6 +57,7 @@ case .serve(let options):
         fail(error.message, code: 2)
     }
     let logger = Logger(level: config.logLevel)
+    OutboxService.raiseOpenFileLimit(logger: logger)
     if let problem = OutboxService.prepareDataDirectory(config.dataDirectory) { fail(problem, code: 1) }
     let service: OutboxService
     do {

@@ -160,7 +160,7 @@ package final class UpstreamPool: UpstreamTransport {
         case .success(let fd):
             return .success(UpstreamConnection(origin: origin, fd: fd, pool: self, tls: tls))
         case .failure(let error):
-            return .failure(.connectFailed(error.description))
+            return .failure(.connecting(error))
         }
     }
 
