@@ -143,19 +143,11 @@ public final class OutboxService: Sendable {
         TerminationSignals.wait()
     }
 
-    /// Raises the soft open-file limit to the hard one (SPEC §6) and logs both as one `info`
-    /// line, `open_files_limit soft=… hard=… was=…`; a `warn` line with the reason when the
-    /// limit cannot be raised (Outbox runs on with the limit it has). Call before the queue
-    /// opens its files and the server its sockets.
-    public static func raiseOpenFileLimit(logger: Logger) {
-        switch OpenFileLimit.raiseSoftToHard() {
-        case .success(let (before, after)):
-            logger.info("open_files_limit", ["soft": after.softText, "hard": after.hardText, "was": before.softText])
-        case .failure(let error):
-            let limit = OpenFileLimit.current()
-            logger.warn("open_files_limit", ["soft": limit?.softText ?? "-", "hard": limit?.hardText ?? "-",
-                                             "error": error.description])
-        }
+    /// Raises the soft open-file limit to the hard one (SPEC §6). Call before the queue opens its
+    /// files and the server its sockets; log what it did once Outbox has started (a start that
+    /// fails says so in one line, and only that line).
+    public static func raiseOpenFileLimit() -> OpenFileLimitRaise {
+        OpenFileLimitRaise(result: OpenFileLimit.raiseSoftToHard())
     }
 
     /// Creates the data directory if needed; a one-line problem when it cannot be used.
