@@ -61,19 +61,24 @@ public enum UpstreamError: Error, Sendable, Equatable {
         case internalAddress(address: String)
     }
 
+    /// Outbox itself could not get what the exchange needs (a socket: `EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`): nothing was sent, and the origin is not to blame (SPEC §6). The
+    /// text is the failed call and errno, `socket: Too many open files`.
+    case localResourcesExhausted(String)
+
     /// Whether the origin counts as offline: refused/unresolvable, dropped before a complete
     /// head, or no head in time.
     public var meansUnreachable: Bool {
         switch self {
         case .connectFailed, .tlsFailed, .noResponse, .responseTimeout: true
-        case .invalidResponse, .truncated, .targetRefused: false
+        case .invalidResponse, .truncated, .targetRefused, .localResourcesExhausted: false
         }
     }
 
     /// True when the origin never received any byte of the request.
     public var neverSent: Bool {
         switch self {
-        case .connectFailed, .tlsFailed, .targetRefused: true
+        case .connectFailed, .tlsFailed, .targetRefused, .localResourcesExhausted: true
         default: false
         }
     }
@@ -88,6 +93,7 @@ public enum UpstreamError: Error, Sendable, Equatable {
         case .truncated(let reason): "response truncated: \(reason)"
         case .targetRefused(.ownListener(let address)): "refused: the target resolves to \(address), Outbox's own listener"
         case .targetRefused(.internalAddress(let address)): "refused: the target resolves to the internal address \(address)"
+        case .localResourcesExhausted(let reason): "local resources exhausted: \(reason)"
         }
     }
 }

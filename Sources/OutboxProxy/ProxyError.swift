@@ -46,6 +46,8 @@ enum ProxyError: Error, Equatable {
             // allowedHosts is.
             case .targetRefused(.ownListener): 508
             case .targetRefused(.internalAddress): 403
+            // Outbox's own shortage (no descriptor for the upstream socket): try again shortly.
+            case .localResourcesExhausted: 503
             }
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
@@ -67,7 +69,7 @@ enum ProxyError: Error, Equatable {
         case 431: "header_too_large"
         case 501: "not_implemented"
         case 502: self == .noUpstream ? "no_upstream" : "bad_gateway"
-        case 503: "upstream_unavailable"
+        case 503: isLocalResourceShortage ? "local_resources_exhausted" : "upstream_unavailable"
         case 504: "gateway_timeout"
         case 505: "http_version_not_supported"
         case 508: "loop_detected"
@@ -94,6 +96,8 @@ enum ProxyError: Error, Equatable {
                 "the target resolves to \(address), a loopback, link-local or unspecified address, which \"*\" and "
                     + "\"*.suffix\" in forwardProxy.allowedHosts do not match while listen is not loopback: "
                     + "name the host exactly to allow it"
+            case .localResourcesExhausted(let reason):
+                "Outbox has no file descriptor to spare for this request (\(reason)); the upstream is not to blame: retry shortly"
             default: "bad upstream answer (\(error.summary))"
             }
         case .tooManyConnections: "too many connections (limits.maxConnections)"
@@ -107,6 +111,19 @@ enum ProxyError: Error, Equatable {
 
     /// Whether the answer should tell the client when to retry (every 503 carries Retry-After).
     var wantsRetryAfter: Bool { status == 503 }
+
+    /// Outbox itself ran out of descriptors: the request failed here, the origin was not asked.
+    var isLocalResourceShortage: Bool {
+        if case .upstream(.localResourcesExhausted) = self { return true }
+        return false
+    }
+
+    /// The `Retry-After` this error asks for itself, in seconds; nil: the caller's (the probe
+    /// interval, for an unreachable origin). A shortage of descriptors is usually over within
+    /// the listener's longest pause (``AcceptBackoff``), so a second is the honest wait.
+    var ownRetryAfterSeconds: Int? {
+        isLocalResourceShortage ? 1 : nil
+    }
 }
 
 /// Builds the complete bytes of an error response in the JSON envelope.
@@ -116,7 +133,7 @@ enum ErrorResponse {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Content-Length", String(body.count))
-        if error.wantsRetryAfter { headers.add("Retry-After", String(max(1, retryAfterSeconds))) }
+        if error.wantsRetryAfter { headers.add("Retry-After", String(max(1, error.ownRetryAfterSeconds ?? retryAfterSeconds))) }
         if close { headers.add("Connection", "close") }
         var out: [UInt8] = []
         out.reserveCapacity(256 + body.count)

@@ -340,7 +340,8 @@ public actor Replayer {
                 reachability.markOnline(origin)
             }
         case .failure(let error):
-            outcome = AttemptOutcome(transportFailure: error.summary)
+            // Outbox's own lack of a descriptor is `notSent`: no retry spent, the origin not blamed.
+            outcome = AttemptOutcome(failure: error)
             if error.meansUnreachable { reachability.markOffline(origin, reason: error.summary) }
         }
         let next = ReplayTransition.nextState(current: inProgress, outcome: outcome, now: finished, policy: policy,

@@ -200,7 +200,7 @@ package final class UpstreamPool: UpstreamTransport {
         if let fd = takeProbedConnection(to: origin) { return .success(fd) }
         switch Sockets.connect(to: address) {
         case .success(let fd): return .success(fd)
-        case .failure(let error): return .failure(.connectFailed(error.description))
+        case .failure(let error): return .failure(.connecting(error))
         }
     }
 

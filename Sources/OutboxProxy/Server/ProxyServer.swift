@@ -108,9 +108,12 @@ public final class ProxyServer: @unchecked Sendable {
             loops.append(loop)
             states.append(LoopBound(value: ProxyLoop(loop: loop, context: context, server: self), loop: loop))
         }
+        // Held while descriptors last; let go when they run out, so the process keeps some.
+        DescriptorReserve.process.fill()
         let first = loops[0]
+        let gate = AcceptGate(loop: first, logger: logger)
         listeners = sockets.map { socket in
-            LoopBound(value: Listener(fd: socket.fd, role: socket.role, server: self), loop: first)
+            LoopBound(value: Listener(fd: socket.fd, role: socket.role, server: self, gate: gate), loop: first)
         }
         first.execute { [self] in
             for listener in self.listeners { listener.value.register(on: first) }
@@ -185,28 +188,46 @@ public final class ProxyServer: @unchecked Sendable {
 
 /// A listening socket, served by loop 0: accepts in a burst and spreads connections over
 /// the loops round-robin, so a few long-lived keep-alive connections load every core. Each
-/// connection remembers the listener's role, which decides what it may reach.
+/// connection remembers the listener's role, which decides what it may reach. Out of
+/// descriptors, it stops accepting for a moment, as its ``AcceptGate`` says.
 final class Listener: EventHandler {
     let fd: Int32
     let role: ListenerRole
     private unowned let server: ProxyServer
+    private let gate: AcceptGate
     private var loop: EventLoop?
     private var sequence = 0
+    /// Out of the epoll set for the gate's pause.
+    private var paused = false
 
-    init(fd: Int32, role: ListenerRole, server: ProxyServer) {
+    init(fd: Int32, role: ListenerRole, server: ProxyServer, gate: AcceptGate) {
         self.fd = fd
         self.role = role
         self.server = server
+        self.gate = gate
     }
 
     func register(on loop: EventLoop) {
         self.loop = loop
+        gate.add(self)
         loop.register(fd: fd, handler: self, events: EPOLLIN.rawValue)
     }
 
     func handleEvents(_ events: UInt32) {
         for _ in 0..<64 {
-            guard let (client, peer) = Sockets.accept(fd) else { return }
+            let client: Int32
+            let peer: SocketAddress
+            switch Sockets.accept(fd) {
+            case .connection(let accepted, let address): (client, peer) = (accepted, address)
+            case .nothingPending: return
+            case .lost: continue
+            case .resourcesExhausted(let error):
+                // The connection stays queued and the socket readable: accepting again now
+                // would spin (level-triggered). The gate pauses every listener instead.
+                gate.exhausted(error, on: role)
+                return
+            }
+            gate.accepted()
             sequence &+= 1
             if !server.dispatch(fd: client, peer: peer, role: role, sequence: sequence) {
                 // Over limits.maxConnections: a clear answer beats a silent reset.
@@ -217,9 +238,23 @@ final class Listener: EventHandler {
         }
     }
 
+    /// Stops reading the socket (the gate's pause); connections wait in the backlog meanwhile.
+    func pause() {
+        guard let loop, !paused else { return }
+        paused = true
+        loop.unregister(fd: fd)
+    }
+
+    /// Reads the socket again after a pause; nothing once stopped.
+    func resume() {
+        guard let loop, paused else { return }
+        paused = false
+        loop.register(fd: fd, handler: self, events: EPOLLIN.rawValue)
+    }
+
     func stop() {
         guard let loop else { return }
-        loop.unregister(fd: fd)
+        if !paused { loop.unregister(fd: fd) }
         Glibc.close(fd)
         self.loop = nil
     }
