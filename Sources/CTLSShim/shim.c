@@ -31,6 +31,17 @@ void ctlsshim_ctx_match_names_in_san_only(SSL_CTX *ctx) {
                                     X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 }
 
+static int refuse_server_name(SSL *ssl, int *alert, void *arg) {
+    (void)ssl;
+    (void)arg;
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+void ctlsshim_ctx_refuse_every_server_name(SSL_CTX *ctx) {
+    SSL_CTX_set_tlsext_servername_callback(ctx, refuse_server_name);
+}
+
 int ctlsshim_set_server_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }

@@ -16,6 +16,10 @@ int ctlsshim_ctx_configure(SSL_CTX *ctx);
 // subject's CN (RFC 9525), and without partial wildcards.
 void ctlsshim_ctx_match_names_in_san_only(SSL_CTX *ctx);
 
+// Server: every ClientHello is answered with the fatal alert unrecognized_name (RFC 6066 §3),
+// before a certificate is looked for, so the context needs none.
+void ctlsshim_ctx_refuse_every_server_name(SSL_CTX *ctx);
+
 // SNI: the host name sent in the ClientHello.
 int ctlsshim_set_server_name(SSL *ssl, const char *name);
 
