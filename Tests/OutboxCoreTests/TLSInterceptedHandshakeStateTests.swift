@@ -69,15 +69,21 @@ struct TLSInterceptedHandshakeStateTests {
         #expect(machine.state == .closed)
     }
 
-    @Test func aCompletedHandshakeLeadsToRequestsUnderTheIdleClock() {
+    /// As on a newly accepted connection: the first request's head is due within the header
+    /// timeout, and from now on the client reads TLS, so a `408` is written inside it.
+    @Test func aCompletedHandshakeLeadsToRequestsUnderTheHeaderClock() {
         var (machine, _) = Self.handshaking()
         let done = Self.acceptedTunnel + Self.second / 2
         #expect(machine.handshakeCompleted(now: done) == .none)
-        #expect(machine.state == .idle(deadline: done + Self.idleTimeout, peerEnded: false))
-        #expect(machine.isHTTP)
-        #expect(machine.sweep(at: Self.handshakeDeadline, inputPending: false) == .none)
-        #expect(machine.headReceived() == .startExchange)
+        #expect(machine.state == .readingHead(deadline: done + Self.headerTimeout, peerEnded: false))
+        #expect(machine.isHTTP && !machine.isHandshaking)
+        #expect(machine.sweep(at: done + Self.headerTimeout - 1) == .none)
         #expect(machine.handshakeCompleted(now: done) == .none, "only a handshaking connection completes a handshake")
+        var silent = machine
+        #expect(silent.sweep(at: done + Self.headerTimeout) == .closeIdle)
+        var partial = machine
+        #expect(partial.sweep(at: done + Self.headerTimeout, inputPending: true) == .answer408AndClose)
+        #expect(machine.headReceived() == .startExchange)
     }
 
     @Test func aRefusedHandshakeSendsTheQueuedAlertThenCloses() {

@@ -230,11 +230,12 @@ struct ClientConnectionStateMachine {
         return inputBuffered ? .parseInput : .none
     }
 
-    /// The intercepted client's TLS handshake completed: requests come next, inside TLS, as
-    /// on a connection kept alive between requests.
+    /// The intercepted client's TLS handshake completed: requests come next, inside TLS, the
+    /// first one due within the header timeout as on a newly accepted connection (a client
+    /// that shakes hands and then sends nothing holds no more than a silent plain one).
     mutating func handshakeCompleted(now: UInt64) -> Action {
         guard case .handshaking = state else { return .none }
-        state = .idle(deadline: now + idleTimeout, peerEnded: false)
+        state = .readingHead(deadline: now + headerTimeout, peerEnded: false)
         return .none
     }
 
