@@ -298,10 +298,10 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
             perform(machine.abandon())
             return
         case .invalidServerName:
-            refuseServerName("-", of: origin)
+            refuseServerName("-", of: origin, because: "the SNI name is not a host name")
             return
         case .clientHello(let serverName?) where !context.intercepts(serverName):
-            refuseServerName(serverName, of: origin)
+            refuseServerName(serverName, of: origin, because: "the name is not in tls.intercept.hosts")
             return
         case .clientHello(let serverName):
             certificateName = serverName ?? origin.host
@@ -319,9 +319,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     }
 
     /// Answers the ClientHello in `input` with the alert `unrecognized_name`, then closes.
-    private func refuseServerName(_ serverName: String, of origin: Origin) {
+    private func refuseServerName(_ serverName: String, of origin: Origin, because reason: String) {
         logger.info("intercept_refused", ["client": peerText, "origin": origin.description, "serverName": serverName,
-                                          "error": "the name is not in tls.intercept.hosts"])
+                                          "error": reason])
         awaitingClientHello = false
         if let issuer = context.leafIssuer {
             let alert = stream.input.withUnsafeBytes { bytes in
