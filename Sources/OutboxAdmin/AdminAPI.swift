@@ -301,7 +301,13 @@ package struct AdminAPI: Sendable {
     }
 
     private func responseDocument(_ response: StoredResponse) -> JSON {
-        let (key, value) = body(response.body)
-        return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
+        var members: [(String, JSON)] = [("status", .int(response.status)), ("headers", headers(response.headers))]
+        if let size = response.omittedBodySize {
+            // Too large to keep (over 1 MiB): said so, never shown cut.
+            members += [("bodyOmitted", .bool(true)), ("bodySize", .int(size))]
+        } else {
+            members.append(body(response.body))
+        }
+        return .object(members)
     }
 }
