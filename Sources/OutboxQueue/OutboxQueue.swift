@@ -795,6 +795,35 @@ extension OutboxQueue: AdminQueueSource {
         return (items, page.next == nil ? nil : items.last?.id)
     }
 
+    package func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) -> OperationView? {
+        var entry = index.withLock { $0.entry(id) }
+        // A compaction that moved the record a moment ago is about to point the index at the
+        // copy: look again (nothing of the body was visited, a stale location is refused first).
+        for _ in 0..<4 {
+            guard let current = entry else { return nil }
+            let head: (request: OperationRequest, body: LogBytes)
+            do throws(StorageError) {
+                head = try log.readRequestHead(at: current.locator.created, visitingBody: visitBody)
+            } catch .stale {
+                entry = index.withLock { $0.entry(id) }
+                continue
+            } catch {
+                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
+                return nil
+            }
+            var state = current.state
+            do {
+                (state.response, state.conflict) = try latestBodies(of: current)
+            } catch {
+                // Logged by `read`; the view shows the rest.
+            }
+            return OperationView(snapshot: snapshot(current, request: head.request, state: state), headers: head.request.headers,
+                                 body: head.body)
+        }
+        logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "its record kept moving"])
+        return nil
+    }
+
     package func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
         guard let entry = index.withLock({ $0.entry(id) }) else { return nil }
         // `read` logs an unreadable record as an error with the operation id. Without its
@@ -820,8 +849,9 @@ extension OutboxQueue: AdminQueueSource {
         // grants the whole retry budget again, due now.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
-        guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }
-        return .success(snapshot)
+        // The body is not needed for the answer: checked in pieces, never held.
+        guard let view = view(id, visitingBody: { _ in }) else { return .failure(.notFound) }
+        return .success(view.snapshot)
     }
 
     package func deleteAll(status: OperationStatus?) async -> Int {

@@ -143,14 +143,7 @@ enum RecordCodec {
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
                 try decodeHeavyState(&reader, light, into: &state)
-                let created = OperationSnapshot(
-                    id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
-                    method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
-                    idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
-                    priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
-                    createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
-                    state: OperationState())
-                return .created(OperationRequest(created, headers: headers, body: body), state)
+                return .created(request(prefix, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
                 let light = try decodeLightState(&reader)
@@ -166,6 +159,41 @@ enum RecordCodec {
             throw Malformed()
         } catch {
             throw Malformed()
+        }
+    }
+
+    private static func request(_ prefix: CreatedPrefix, headers: HTTPHeaders, body: [UInt8]) -> OperationRequest {
+        let created = OperationSnapshot(
+            id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
+            method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
+            idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
+            priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
+            createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
+            state: OperationState())
+        return OperationRequest(created, headers: headers, body: body)
+    }
+
+    /// The request of a `created` record's payload without its body (left empty), and where
+    /// the body's bytes are in the payload: decoded from the payload's first bytes, so that a
+    /// view can read the body piece by piece. Nil when `payload` is a prefix (`isWhole` false)
+    /// that ends before the body's length; throws when the bytes cannot be a `created` payload.
+    static func decodeRequestHead(payload: UnsafeRawBufferPointer,
+                                  isWhole: Bool) throws(Malformed) -> (request: OperationRequest, body: Range<Int>)? {
+        var reader = ByteReader(payload)
+        do {
+            let prefix = try decodeCreatedPrefix(&reader)
+            _ = try decodeLightState(&reader)
+            let headers = try decodeHeaders(&reader)
+            let length = Int(try reader.u32())
+            let start = reader.position
+            // The body and the state after it must fit in the payload; the caller knows its length.
+            if isWhole { try reader.skip(length) }
+            return (request(prefix, headers: headers, body: []), start..<(start + length))
+        } catch {
+            // A prefix may simply end too soon (a field's count checked against the bytes so far
+            // included); only the whole payload tells.
+            if isWhole { throw Malformed() }
+            return nil
         }
     }
 
