@@ -23,13 +23,13 @@ extension OperationLog {
         let file = try segmentFile(holding: location)
         let frameLength = Int(location.length)
         let place = "record at segment \(location.segment) offset \(location.offset)"
-        guard frameLength > RecordFrame.headerSize + 1 else { throw .corrupt("\(place) is shorter than its header") }
+        guard frameLength > FrameLayout.payloadStart else { throw .corrupt("\(place) is shorter than its header") }
         let piece = UnsafeMutableRawBufferPointer.allocate(byteCount: min(frameLength, Self.pieceBytes), alignment: 8)
         defer { piece.deallocate() }
         // The frame from its start until the request before the body decodes (small: the
         // headers), then nothing.
         var head: [UInt8] = []
-        var frameHeader: RecordFrame.HeaderCheck?
+        var frameHeader: FrameLayout.Header?
         var decoded: (request: OperationRequest, body: Range<Int>)?
         var checksum: UInt32 = 0
         var position = 0
@@ -40,14 +40,13 @@ extension OperationLog {
             guard got >= 0 else { throw .io("read \(file.path): \(String(cString: strerror(errno)))") }
             guard got == count else { throw .corrupt("\(file.path): \(place) runs past the end of the file") }
             let read = UnsafeRawBufferPointer(bytes)
-            // The checksum covers type and payload, everything after the frame header.
-            let covered = max(0, RecordFrame.headerSize - position)
+            let covered = max(0, FrameLayout.checksumStart - position)
             if covered < count { checksum = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: read[covered...]), seed: checksum) }
             if let decoded {
                 Self.visit(decoded.body, of: read, at: position, visitBody)
             } else {
                 head.append(contentsOf: read)
-                if head.count > RecordFrame.headerSize + 1 {
+                if head.count > FrameLayout.payloadStart {
                     let attempt = head.withUnsafeBytes { frame in
                         Result { () throws(StorageError) -> RequestHead? in
                             try Self.decodeRequestHead(frame, isWhole: frame.count == frameLength, place: place)
@@ -64,10 +63,10 @@ extension OperationLog {
             }
             position += count
         }
-        guard case .frame(let length, let stored)? = frameHeader, length == frameLength - RecordFrame.headerSize else {
+        guard let frameHeader, frameHeader.payloadLength == frameLength - FrameLayout.payloadStart else {
             throw .corrupt("\(place): record length does not match its location")
         }
-        guard checksum == stored else { throw .corrupt("\(place): record checksum mismatch") }
+        guard checksum == frameHeader.checksum else { throw .corrupt("\(place): record checksum mismatch") }
         guard let decoded else { throw .corrupt("\(place): record payload does not parse") }
         let body = LogBytes(file: file, start: location.offset + UInt64(decoded.body.lowerBound), count: decoded.body.count)
         return (decoded.request, body)
@@ -75,14 +74,13 @@ extension OperationLog {
 
     /// The frame header, the request and the body's place in the frame, from the frame's first
     /// bytes; nil while they end too soon.
-    private typealias RequestHead = (header: RecordFrame.HeaderCheck, request: OperationRequest, body: Range<Int>)
+    private typealias RequestHead = (header: FrameLayout.Header, request: OperationRequest, body: Range<Int>)
 
     private static func decodeRequestHead(_ frame: UnsafeRawBufferPointer, isWhole: Bool,
                                           place: String) throws(StorageError) -> RequestHead? {
-        guard frame[RecordFrame.headerSize] == RecordFrame.RecordType.created.rawValue else {
-            throw .corrupt("\(place) is not a created record")
-        }
-        let start = RecordFrame.headerSize + 1
+        guard let header = FrameLayout.header(frame) else { throw .corrupt("\(place): no record header at the location") }
+        guard header.type == RecordFrame.RecordType.created.rawValue else { throw .corrupt("\(place) is not a created record") }
+        let start = FrameLayout.payloadStart
         let found: (request: OperationRequest, body: Range<Int>)?
         do {
             found = try RecordCodec.decodeRequestHead(payload: UnsafeRawBufferPointer(rebasing: frame[start...]), isWhole: isWhole)
@@ -90,7 +88,7 @@ extension OperationLog {
             throw .corrupt("\(place): record payload does not parse")
         }
         guard let found else { return nil }
-        return (RecordFrame.readHeader(frame), found.request, (found.body.lowerBound + start)..<(found.body.upperBound + start))
+        return (header, found.request, (found.body.lowerBound + start)..<(found.body.upperBound + start))
     }
 
     /// Passes the part of `bytes` (which start at `position` in the frame) that lies in `body`.
@@ -99,6 +97,27 @@ extension OperationLog {
         let from = max(body.lowerBound, position)
         let to = min(body.upperBound, position + bytes.count)
         if from < to { visitBody(UnsafeRawBufferPointer(rebasing: bytes[(from - position)..<(to - position)])) }
+    }
+}
+
+/// What this reader needs to know of `RecordFrame`'s layout, in one place: where the header's
+/// fields are, where the payload starts and what the checksum covers.
+private enum FrameLayout {
+    struct Header {
+        var type: UInt8
+        var payloadLength: Int
+        var checksum: UInt32
+    }
+
+    /// The payload follows the frame header and the type byte.
+    static let payloadStart = RecordFrame.headerSize + 1
+    /// The checksum covers the type byte and the payload.
+    static let checksumStart = RecordFrame.headerSize
+
+    /// The header at the start of `frame` (at least `payloadStart` bytes); nil when it is none.
+    static func header(_ frame: UnsafeRawBufferPointer) -> Header? {
+        guard case .frame(let length, let checksum) = RecordFrame.readHeader(frame) else { return nil }
+        return Header(type: frame[RecordFrame.headerSize], payloadLength: length - 1, checksum: checksum)
     }
 }
 
