@@ -119,8 +119,11 @@ package struct AdminAPI: Sendable {
                 guard await queue.delete(uuid) else { throw .noOperation(id) }
                 return Response(status: 204, body: .null)
             }
-            guard let (snapshot, stored) = queue.detail(uuid) else { throw .noOperation(id) }
-            return Response(status: 200, body: detail(snapshot, stored))
+            // The first pass over the body, while the queue checks its record piece by piece:
+            // text or base64, and how long. The view then streams it (SPEC §6).
+            var scan = BodyJSONForm.Scan()
+            guard let view = queue.view(uuid, visitingBody: { scan.add($0) }) else { throw .noOperation(id) }
+            return Response(status: 200, streamed: detail(view, bodyForm: scan.form, pretty: request.pretty))
         case .retry(let id):
             guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
             switch await queue.retry(uuid) {
@@ -309,13 +312,32 @@ package struct AdminAPI: Sendable {
         scheduled.map { max($0, now) }
     }
 
-    private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {
+    /// The view of one operation, its bodies written piece by piece: the request's from the log
+    /// (in `bodyForm`), the response's and conflict's (at most 1 MiB each) from memory.
+    private func detail(_ view: OperationView, bodyForm: BodyJSONForm, pretty: Bool) -> StreamedJSON {
+        let op = view.snapshot
+        var texts: [String: StreamedJSON.Text] = [:]
+        func streamed(_ source: any ByteSource, _ form: BodyJSONForm) -> (String, JSON) {
+            let placeholder = StreamedJSON.placeholder(texts.count)
+            texts[placeholder] = StreamedJSON.Text(source: source, form: form)
+            return (form.key, .string(placeholder))
+        }
+        func responseDocument(_ response: StoredResponse) -> JSON {
+            var members: [(String, JSON)] = [("status", .int(response.status)), ("headers", headers(response.headers))]
+            if let size = response.omittedBodySize {
+                // Too large to keep (over 1 MiB): said so, never shown cut.
+                members += [("bodyOmitted", .bool(true)), ("bodySize", .int(size))]
+            } else {
+                members.append(streamed(response.body, BodyJSONForm(of: response.body)))
+            }
+            return .object(members)
+        }
         var members = commonMembers(op)
-        members.insert(("headers", headers(stored.headers)), at: 5)
-        members.insert(body(stored.body), at: 6)
-        members.append(("response", op.state.response.map { responseDocument($0) } ?? .null))
-        members.append(("conflict", op.state.conflict.map { responseDocument($0) } ?? .null))
-        return .object(members)
+        members.insert(("headers", headers(view.headers)), at: 5)
+        members.insert(streamed(view.body, bodyForm), at: 6)
+        members.append(("response", op.state.response.map(responseDocument) ?? .null))
+        members.append(("conflict", op.state.conflict.map(responseDocument) ?? .null))
+        return StreamedJSON(.object(members), pretty: pretty, trailer: "\n", texts: texts)
     }
 
     /// `[name, value]` pairs in order; `redactHeaders` shown as "[redacted]". The stored
@@ -324,15 +346,5 @@ package struct AdminAPI: Sendable {
         .array(headers.map { field in
             .array([.string(field.name), .string(redactHeaders.contains(field.name.lowercased()) ? "[redacted]" : field.value)])
         })
-    }
-
-    private func body(_ bytes: [UInt8]) -> (String, JSON) {
-        if let text = String(validating: bytes, as: UTF8.self) { return ("body", .string(text)) }
-        return ("bodyBase64", .string(Data(bytes).base64EncodedString()))
-    }
-
-    private func responseDocument(_ response: StoredResponse) -> JSON {
-        let (key, value) = body(response.body)
-        return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
     }
 }

@@ -39,15 +39,27 @@ public enum OperationPriority: Int, Sendable, Comparable, CaseIterable {
 /// An upstream answer kept with an operation: the completed response (kept for
 /// `completedRetentionSeconds`, replayed to a client that repeats the idempotency key) or the
 /// body of a 409 conflict.
+///
+/// A body larger than ``maxBodyBytes`` is not kept: it is read to its end and counted, and
+/// `omittedBodySize` says how long it was (SPEC §4: never a cut body presented as the whole
+/// one). Status and headers are kept either way.
 public struct StoredResponse: Sendable, Equatable {
     public var status: Int
     public var headers: HTTPHeaders
+    /// The whole body as received; empty when it was omitted.
     public var body: [UInt8]
+    /// The length in bytes of a body that was too large to keep (its bytes are gone); nil when
+    /// `body` is the whole body.
+    public var omittedBodySize: Int?
 
-    public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
+    /// The largest body kept with an operation: 1 MiB. A longer one is omitted, not cut.
+    public static let maxBodyBytes = 1 << 20
+
+    public init(status: Int, headers: HTTPHeaders, body: [UInt8], omittedBodySize: Int? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.omittedBodySize = omittedBodySize
     }
 }
 

@@ -77,6 +77,9 @@ enum RecordCodec {
         if state.lastError != nil { flags |= 4 }
         if state.response != nil { flags |= 8 }
         if state.conflict != nil { flags |= 16 }
+        // Bits 32 and 64 came later: records written before them keep every body they hold.
+        if state.response?.omittedBodySize != nil { flags |= 32 }
+        if state.conflict?.omittedBodySize != nil { flags |= 64 }
         writer.u8(flags)
         writer.i64(Int64(state.retryCount))
         if let lastAttemptAt = state.lastAttemptAt { writer.i64(lastAttemptAt) }
@@ -90,10 +93,15 @@ enum RecordCodec {
         if let conflict = state.conflict { writeResponse(conflict, into: &writer) }
     }
 
+    /// Status, headers, then the body, or for an omitted one (its light-state bit set) its size.
     private static func writeResponse<Sink: ByteSink>(_ response: StoredResponse, into writer: inout Sink) {
         writer.u16(UInt16(clamping: response.status))
         writeHeaders(response.headers, into: &writer)
-        writer.blob(response.body)
+        if let omitted = response.omittedBodySize {
+            writer.i64(Int64(omitted))
+        } else {
+            writer.blob(response.body)
+        }
     }
 
     private static func writeHeaders<Sink: ByteSink>(_ headers: HTTPHeaders, into writer: inout Sink) {
@@ -133,22 +141,17 @@ enum RecordCodec {
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
                 let prefix = try decodeCreatedPrefix(&reader)
-                var state = try decodeLightState(&reader).state
+                let light = try decodeLightState(&reader)
+                var state = light.state
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
-                try decodeHeavyState(&reader, into: &state)
-                let created = OperationSnapshot(
-                    id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
-                    method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
-                    idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
-                    priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
-                    createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
-                    credentials: prefix.credentials.map(Array.init) ?? [], state: OperationState())
-                return .created(OperationRequest(created, headers: headers, body: body), state)
+                try decodeHeavyState(&reader, light, into: &state)
+                return .created(request(prefix, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
-                var state = try decodeLightState(&reader).state
-                try decodeHeavyState(&reader, into: &state)
+                let light = try decodeLightState(&reader)
+                var state = light.state
+                try decodeHeavyState(&reader, light, into: &state)
                 return .updated(id, state)
             case .deleted:
                 return .deleted(try reader.uuid())
@@ -159,6 +162,41 @@ enum RecordCodec {
             throw Malformed()
         } catch {
             throw Malformed()
+        }
+    }
+
+    private static func request(_ prefix: CreatedPrefix, headers: HTTPHeaders, body: [UInt8]) -> OperationRequest {
+        let created = OperationSnapshot(
+            id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
+            method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
+            idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
+            priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
+            createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
+            credentials: prefix.credentials.map(Array.init) ?? [], state: OperationState())
+        return OperationRequest(created, headers: headers, body: body)
+    }
+
+    /// The request of a `created` record's payload without its body (left empty), and where
+    /// the body's bytes are in the payload: decoded from the payload's first bytes, so that a
+    /// view can read the body piece by piece. Nil when `payload` is a prefix (`isWhole` false)
+    /// that ends before the body's length; throws when the bytes cannot be a `created` payload.
+    static func decodeRequestHead(payload: UnsafeRawBufferPointer,
+                                  isWhole: Bool) throws(Malformed) -> (request: OperationRequest, body: Range<Int>)? {
+        var reader = ByteReader(payload)
+        do {
+            let prefix = try decodeCreatedPrefix(&reader)
+            _ = try decodeLightState(&reader)
+            let headers = try decodeHeaders(&reader)
+            let length = Int(try reader.u32())
+            let start = reader.position
+            // The body and the state after it must fit in the payload; the caller knows its length.
+            if isWhole { try reader.skip(length) }
+            return (request(prefix, headers: headers, body: []), start..<(start + length))
+        } catch {
+            // A prefix may simply end too soon (a field's count checked against the bytes so far
+            // included); only the whole payload tells.
+            if isWhole { throw Malformed() }
+            return nil
         }
     }
 
@@ -275,18 +313,24 @@ enum RecordCodec {
         // The heavy part is read later (or never, in recovery); remember what it holds.
         state.hasResponse = flags & 8 != 0
         state.hasConflict = flags & 16 != 0
+        state.responseBodyOmitted = flags & 32 != 0
+        state.conflictBodyOmitted = flags & 64 != 0
         return state
     }
 
-    private static func decodeHeavyState(_ reader: inout ByteReader, into state: inout OperationState) throws {
-        if state.response != nil { state.response = try decodeResponse(&reader) }
-        if state.conflict != nil { state.conflict = try decodeResponse(&reader) }
+    private static func decodeHeavyState(_ reader: inout ByteReader, _ light: RecoveryRecord.LightState,
+                                         into state: inout OperationState) throws {
+        if light.hasResponse { state.response = try decodeResponse(&reader, bodyOmitted: light.responseBodyOmitted) }
+        if light.hasConflict { state.conflict = try decodeResponse(&reader, bodyOmitted: light.conflictBodyOmitted) }
     }
 
-    private static func decodeResponse(_ reader: inout ByteReader) throws -> StoredResponse {
+    private static func decodeResponse(_ reader: inout ByteReader, bodyOmitted: Bool) throws -> StoredResponse {
         let status = Int(try reader.u16())
         let headers = try decodeHeaders(&reader)
-        return StoredResponse(status: status, headers: headers, body: try reader.blob())
+        guard bodyOmitted else { return StoredResponse(status: status, headers: headers, body: try reader.blob()) }
+        let size = try reader.i64()
+        guard size >= 0 else { throw Malformed() }
+        return StoredResponse(status: status, headers: headers, body: [], omittedBodySize: Int(size))
     }
 
     private static func decodeHeaders(_ reader: inout ByteReader) throws -> HTTPHeaders {
