@@ -69,6 +69,7 @@ extension OutboxConfig {
                 ("headerTimeoutSeconds", .double(limits.headerTimeoutSeconds)),
                 ("idleTimeoutSeconds", .double(limits.idleTimeoutSeconds)),
                 ("maxConnections", .int(limits.maxConnections)),
+                ("bodyMemoryBytes", .int(limits.bodyMemoryBytes)),
                 ("shutdownTimeoutSeconds", .double(limits.shutdownTimeoutSeconds)),
             ])),
         ]

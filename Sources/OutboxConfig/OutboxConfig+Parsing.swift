@@ -218,6 +218,7 @@ extension OutboxConfig.Limits {
             case "headerTimeoutSeconds": headerTimeoutSeconds = try field.seconds()
             case "idleTimeoutSeconds": idleTimeoutSeconds = try field.seconds()
             case "maxConnections": maxConnections = try field.integer(atLeast: 1)
+            case "bodyMemoryBytes": bodyMemoryBytes = try field.integer(atLeast: 0)
             case "shutdownTimeoutSeconds": shutdownTimeoutSeconds = try field.seconds()
             default: throw field.unknownKey()
             }

@@ -145,6 +145,9 @@ public struct OutboxConfig: Sendable, Equatable {
         public var idleTimeoutSeconds: Double = 60
         /// Most client connections open at once (≥ 1).
         public var maxConnections = 4096
+        /// Request-body bytes all exchanges together keep in memory (≥ 0); bodies beyond it
+        /// are kept in spill files in `dataDirectory` until the upstream answers.
+        public var bodyMemoryBytes = 67_108_864
         /// Extension key: longest wait for in-flight exchanges after SIGTERM/SIGINT.
         public var shutdownTimeoutSeconds: Double = 10
         /// The documented defaults plus `shutdownTimeoutSeconds` 10.

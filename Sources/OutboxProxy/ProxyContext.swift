@@ -50,6 +50,10 @@ final class ProxyContext: Sendable {
     let faults: FaultBook
     /// The live events `GET /admin/events` streams; nil without a queue.
     let events: EventHub?
+    /// `limits.bodyMemoryBytes`, shared by every loop's exchanges.
+    let bodyMemory: BodyMemoryBudget
+    /// Where request bodies beyond `bodyMemory` are spilled.
+    let dataDirectory: String
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
@@ -91,6 +95,8 @@ final class ProxyContext: Sendable {
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
         idempotencyHeader = config.idempotency.header
+        bodyMemory = BodyMemoryBudget(limit: config.limits.bodyMemoryBytes)
+        dataDirectory = config.dataDirectory
     }
 
     /// Whether a `CONNECT` to `host` is terminated here instead of tunnelled.

@@ -20,6 +20,9 @@ enum ProxyError: Error, Equatable {
     case keyReused(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
+    /// A request body beyond `limits.bodyMemoryBytes` could not be written to (or read back
+    /// from) its spill file in `dataDirectory`.
+    case bodyNotKept(String)
 
     var status: Int {
         switch self {
@@ -42,7 +45,7 @@ enum ProxyError: Error, Equatable {
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
         case .keyReused: 422
-        case .insufficientStorage: 507
+        case .insufficientStorage, .bodyNotKept: 507
         }
     }
 
@@ -84,6 +87,7 @@ enum ProxyError: Error, Equatable {
         case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
         case .keyReused(let header): "\(header) was already used for a different request (method, target or body)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
+        case .bodyNotKept(let reason): "the request body could not be kept in the data directory: \(reason)"
         }
     }
 

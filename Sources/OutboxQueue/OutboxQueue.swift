@@ -34,6 +34,8 @@ public final class OutboxQueue: Sendable {
     /// body the read is a small part of the exchange anyway.
     private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
+    /// Large bodies enter the log's buffer a few at a time (see `LargeAppendGate`).
+    private let largeAppends = LargeAppendGate()
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
     private let maxOperations: Int
@@ -447,13 +449,24 @@ extension OutboxQueue: QueueGateway {
         // Made here, on the caller's thread: the key's parse and both table hashes would
         // otherwise run on the log's writer thread, whose completions hold back the next sync.
         let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state, freshKey: freshKey)
-        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
-        log.append(.created(request, operation.state)) { [self] result in
+        let finish: @Sendable (Result<RecordLocation, StorageError>) -> Void = { [self] result in
             let outcome = indexStored(operation, insertion, result)
             if keyIsFresh {
                 completion(outcome)
             } else {
                 settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
+            }
+        }
+        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
+        let bodyBytes = request.bodyCount
+        guard bodyBytes >= LargeAppendGate.threshold else {
+            log.append(.created(request, operation.state), completion: finish)
+            return
+        }
+        largeAppends.admit(bodyBytes) { [self] in
+            log.append(.created(request, operation.state)) { [self] result in
+                largeAppends.release(bodyBytes)
+                finish(result)
             }
         }
     }

@@ -67,6 +67,7 @@ struct ConfigEffectiveJSONTests {
                 "headerTimeoutSeconds": 10,
                 "idleTimeoutSeconds": 60,
                 "maxConnections": 4096,
+                "bodyMemoryBytes": 67108864,
                 "shutdownTimeoutSeconds": 10
               }
             }
