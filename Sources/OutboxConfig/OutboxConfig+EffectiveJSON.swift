@@ -43,6 +43,7 @@ extension OutboxConfig {
                 ("probePath", .string(reachability.probePath)),
                 ("connectTimeoutSeconds", .double(reachability.connectTimeoutSeconds)),
                 ("responseTimeoutSeconds", .double(reachability.responseTimeoutSeconds)),
+                ("forgetAfterSeconds", .double(reachability.forgetAfterSeconds)),
             ])),
             ("idempotency", .object([
                 ("header", .string(idempotency.header)),

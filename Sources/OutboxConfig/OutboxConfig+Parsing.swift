@@ -135,6 +135,7 @@ extension OutboxConfig.ReachabilitySettings {
             case "probePath": probePath = try field.probePath()
             case "connectTimeoutSeconds": connectTimeoutSeconds = try field.seconds()
             case "responseTimeoutSeconds": responseTimeoutSeconds = try field.seconds()
+            case "forgetAfterSeconds": forgetAfterSeconds = try field.seconds()
             default: throw field.unknownKey()
             }
         }

@@ -78,6 +78,9 @@ public struct OutboxConfig: Sendable, Equatable {
         public var connectTimeoutSeconds: Double = 2
         /// Longest wait for a response head once the request is sent.
         public var responseTimeoutSeconds: Double = 30
+        /// An origin with nothing stored is forgotten (its status, its metric series) after
+        /// this long without traffic; origins with stored work are kept and probed.
+        public var forgetAfterSeconds: Double = 300
         /// The documented defaults.
         public init() {}
     }

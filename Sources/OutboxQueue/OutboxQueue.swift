@@ -106,6 +106,9 @@ public final class OutboxQueue: Sendable {
         ttlSeconds = config.queue.ttlSeconds
         maxRetries = config.retry.maxRetries
         for origin in index.knownOrigins { reachability.register(origin) }
+        // Only origins holding work are probed; the others are tried by the next request.
+        let counted = self.index
+        reachability.setHasStoredWork { origin in counted.withLock { $0.hasQueued(origin: origin) } }
         logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
                                      "directory": config.dataDirectory])
     }
@@ -200,6 +203,7 @@ public final class OutboxQueue: Sendable {
     /// periodically by `main`'s maintenance task.
     package func maintain(now: Int64 = WallClock.millis()) async {
         defer { compactIfDue(now: now) }
+        reachability.forgetIdle()
         let (retired, expired) = index.withLock {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
@@ -497,6 +501,8 @@ extension OutboxQueue: QueueGateway {
         case .success(let woken):
             metrics.enqueued()
             announce(operation.id, operation.state, lane: (operation.origin, operation.orderingKey))
+            // Stored while its origin is offline: probed from now on, and not woken below.
+            reachability.workStored(for: operation.origin)
             wake(woken.filter(isKickable))
             return .success(operation)
         case .failure(let error):

@@ -40,7 +40,8 @@ struct ConfigEffectiveJSONTests {
                 "probeIntervalSeconds": 2,
                 "probePath": null,
                 "connectTimeoutSeconds": 2,
-                "responseTimeoutSeconds": 30
+                "responseTimeoutSeconds": 30,
+                "forgetAfterSeconds": 300
               },
               "idempotency": {
                 "header": "Idempotency-Key"
