@@ -168,7 +168,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         default:
             break
         }
-        pumpBody()
+        // A request without kept bytes (a GET) has nothing to pump: the common case costs a test.
+        if bodySent < body.count || upstreamBodyEndPending { pumpBody() }
         client.resumeBody()
     }
 
@@ -194,9 +195,11 @@ final class ProxyExchange: UpstreamResponseHandler {
         // A copy of the buffer (two references): what the call's reports may do to `body`
         // meanwhile (a failure that ends the exchange) cannot pull the bytes from under it.
         let kept = body
+        // Only a spilled body is read through the loop's scratch buffer (borrowed, so that a
+        // nested use finds it empty rather than in use).
         var scratch: [UInt8] = []
-        swap(&scratch, &client.proxyLoop.spillScratch)
-        defer { swap(&scratch, &client.proxyLoop.spillScratch) }
+        if kept.isSpilled { swap(&scratch, &client.proxyLoop.spillScratch) }
+        defer { if kept.isSpilled { swap(&scratch, &client.proxyLoop.spillScratch) } }
         while bodySent < kept.count, self.call === call, call.canAcceptBody {
             switch kept.read(from: bodySent, atMost: RequestBodyBuffer.filePiece, scratch: &scratch, { call.sendBody($0) }) {
             case .success(let length):
