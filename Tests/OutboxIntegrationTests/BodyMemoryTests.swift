@@ -153,4 +153,63 @@ struct BodyMemoryTests {
             #expect(SHA256.hex(of: request.body) == SHA256.hex(of: bodies[index]), "\(key) was replayed changed")
         }
     }
+
+    /// Waits (bounded, one look after the deadline) until the proxy has `count` spill files open.
+    static func waitForSpillFiles(_ count: Int, of outbox: OutboxProcess, dataDirectory: String) async -> Int {
+        let deadline = Deadline(after: .seconds(20))
+        while true {
+            let expired = deadline.hasPassed
+            let open = openSpillFiles(of: outbox, dataDirectory: dataDirectory).count
+            if open == count || expired { return open }
+            await outbox.waitForActivity(after: outbox.child.observed.value.stderr.count, atMost: .milliseconds(50))
+        }
+    }
+
+    /// Sends `body` chunked as `POST target`, without waiting for an answer.
+    static func sendChunked(_ body: [UInt8], target: String, on client: RawClient) throws {
+        try client.send("POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try client.send(Array((String(body.count, radix: 16) + "\r\n").utf8) + body + Array("\r\n0\r\n\r\n".utf8))
+    }
+
+    @Test func theBudgetComesBackWhenExchangesEnd_AnsweredOrAbortedByTheClient() async throws {
+        let first = Gate()
+        let third = Gate()
+        let upstream = try TestUpstream { request in
+            .hold(until: request.target == "/first" ? first : third, then: .respond(.text(SHA256.hex(of: request.body))))
+        }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL,
+                                                   config: Self.config(#", "reachability": {"responseTimeoutSeconds": 300}"#))
+        let dataDirectory = outbox.directory.file("data")
+        // 700 KiB, announced by no length: fits the 1 MiB budget, so it is kept in memory.
+        let small = Array(Self.body(1).prefix(700 * 1024))
+
+        let held = try outbox.connect()
+        try Self.sendChunked(small, target: "/first", on: held)
+        _ = try await upstream.waitForRequests(1, timeout: .seconds(30))
+        #expect(Self.openSpillFiles(of: outbox, dataDirectory: dataDirectory).isEmpty, "a body within the budget was spilled")
+
+        // A client that gives up half-way through a 4 MiB upload (spilled from its first byte,
+        // the budget being taken): its file goes when its connection does.
+        let quitter = try outbox.connect()
+        try quitter.send("POST /quit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(Self.bodySize)\r\n\r\n")
+        try quitter.send(Array(Self.body(2).prefix(Self.bodySize / 2)), timeout: .seconds(30))
+        #expect(await Self.waitForSpillFiles(1, of: outbox, dataDirectory: dataDirectory) == 1, "\(outbox)")
+        quitter.close()
+        #expect(await Self.waitForSpillFiles(0, of: outbox, dataDirectory: dataDirectory) == 0,
+                "the aborted upload's spill file is still open")
+
+        // The held exchange ends with its answer, and gives its share back: another body of the
+        // same size is kept in memory again, not spilled.
+        first.open()
+        let answered = try held.readResponse(timeout: .seconds(30))
+        #expect(answered.status == 200 && answered.bodyText == SHA256.hex(of: small), "\(answered)\n\(outbox)")
+        let again = try outbox.connect()
+        try Self.sendChunked(small, target: "/third", on: again)
+        _ = try await upstream.waitForRequests(2, timeout: .seconds(30))
+        #expect(Self.openSpillFiles(of: outbox, dataDirectory: dataDirectory).isEmpty,
+                "the budget of the answered exchange did not come back: the next body was spilled")
+        third.open()
+        let last = try again.readResponse(timeout: .seconds(30))
+        #expect(last.status == 200 && last.bodyText == SHA256.hex(of: small), "\(last)\n\(outbox)")
+    }
 }
