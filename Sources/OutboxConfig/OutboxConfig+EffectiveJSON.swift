@@ -43,6 +43,7 @@ extension OutboxConfig {
                 ("probePath", .string(reachability.probePath)),
                 ("connectTimeoutSeconds", .double(reachability.connectTimeoutSeconds)),
                 ("responseTimeoutSeconds", .double(reachability.responseTimeoutSeconds)),
+                ("forgetAfterSeconds", .double(reachability.forgetAfterSeconds)),
             ])),
             ("idempotency", .object([
                 ("header", .string(idempotency.header)),
@@ -69,6 +70,7 @@ extension OutboxConfig {
                 ("headerTimeoutSeconds", .double(limits.headerTimeoutSeconds)),
                 ("idleTimeoutSeconds", .double(limits.idleTimeoutSeconds)),
                 ("maxConnections", .int(limits.maxConnections)),
+                ("bodyMemoryBytes", .int(limits.bodyMemoryBytes)),
                 ("shutdownTimeoutSeconds", .double(limits.shutdownTimeoutSeconds)),
             ])),
         ]

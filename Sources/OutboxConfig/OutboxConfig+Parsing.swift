@@ -138,6 +138,7 @@ extension OutboxConfig.ReachabilitySettings {
             case "probePath": probePath = try field.probePath()
             case "connectTimeoutSeconds": connectTimeoutSeconds = try field.seconds()
             case "responseTimeoutSeconds": responseTimeoutSeconds = try field.seconds()
+            case "forgetAfterSeconds": forgetAfterSeconds = try field.seconds()
             default: throw field.unknownKey()
             }
         }
@@ -221,6 +222,7 @@ extension OutboxConfig.Limits {
             case "headerTimeoutSeconds": headerTimeoutSeconds = try field.seconds()
             case "idleTimeoutSeconds": idleTimeoutSeconds = try field.seconds()
             case "maxConnections": maxConnections = try field.integer(atLeast: 1)
+            case "bodyMemoryBytes": bodyMemoryBytes = try field.integer(atLeast: 0)
             case "shutdownTimeoutSeconds": shutdownTimeoutSeconds = try field.seconds()
             default: throw field.unknownKey()
             }

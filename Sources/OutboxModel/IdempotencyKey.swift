@@ -9,6 +9,14 @@ package enum IdempotencyKey {
 
     /// SHA-256 of method, target and body, NUL-separated: "the same request".
     package static func fingerprint(method: String, target: String, body: [UInt8]) -> [UInt8] {
+        var hash = fingerprintHasher(method: method, target: target)
+        hash.update(body)
+        return hash.finalize()
+    }
+
+    /// The fingerprint's hash with method and target fed: the body follows piece by piece
+    /// (one kept in a spill file is read in pieces), then `finalize()`.
+    package static func fingerprintHasher(method: String, target: String) -> SHA256 {
         var hash = SHA256()
         // Fed piece by piece, with no array built for the prefix: the digest is the same.
         func field(_ text: String) {
@@ -18,8 +26,7 @@ package enum IdempotencyKey {
         }
         field(method)
         field(target)
-        hash.update(body)
-        return hash.finalize()
+        return hash
     }
 
     /// `request`'s fingerprint: the stored one, or the digest of its method, target and body

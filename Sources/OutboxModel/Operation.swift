@@ -76,7 +76,12 @@ public struct OperationRequest: Sendable, Equatable {
     /// Origin-form target sent upstream (`/v1/items?x=1`).
     public var target: String
     public var headers: HTTPHeaders
+    /// The body's bytes; empty when `spilledBody` holds them.
     public var body: [UInt8]
+    /// The body when the proxy kept it in a spill file (it outgrew `limits.bodyMemoryBytes`):
+    /// the record encoder copies it from there, in pieces, and `body` stays empty. Only a
+    /// request on its way into the log has one; a request read back holds its bytes in `body`.
+    package var spilledBody: SpilledBody?
     public var idempotencyKey: String
     /// SHA-256 over method, target and body: "the same request" for idempotency (else 422).
     /// Empty when Outbox made the key up: nobody can repeat that key before its `202` names
@@ -116,6 +121,9 @@ public struct OperationRequest: Sendable, Equatable {
         self.orderingKey = orderingKey
         self.credentials = credentials
     }
+
+    /// The body's length, wherever it is kept.
+    package var bodyCount: Int { spilledBody?.count ?? body.count }
 }
 
 /// The mutable part of an operation, written as a new record on every change (attempt

@@ -53,6 +53,10 @@ final class ProxyContext: Sendable {
     /// What every loop's pool refuses to connect to: Outbox's own listeners and, when `listen`
     /// is not loopback, internal addresses of hosts that `allowedHosts` names by a wildcard only.
     let targetPolicy: UpstreamTargetPolicy
+    /// `limits.bodyMemoryBytes`, shared by every loop's exchanges.
+    let bodyMemory: BodyMemoryBudget
+    /// Where request bodies beyond `bodyMemory` are spilled.
+    let dataDirectory: String
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
@@ -96,6 +100,8 @@ final class ProxyContext: Sendable {
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
         idempotencyHeader = config.idempotency.header
+        bodyMemory = BodyMemoryBudget(limit: config.limits.bodyMemoryBytes)
+        dataDirectory = config.dataDirectory
         targetPolicy = Self.targetPolicy(config: config, listeners: listeners)
     }
 

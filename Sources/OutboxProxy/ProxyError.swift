@@ -23,6 +23,9 @@ enum ProxyError: Error, Equatable {
     case keyInUse(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
+    /// A request body beyond `limits.bodyMemoryBytes` could not be written to (or read back
+    /// from) its spill file in `dataDirectory`.
+    case bodyNotKept(String)
 
     var status: Int {
         switch self {
@@ -52,7 +55,7 @@ enum ProxyError: Error, Equatable {
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
         case .keyReused, .keyInUse: 422
-        case .insufficientStorage: 507
+        case .insufficientStorage, .bodyNotKept: 507
         }
     }
 
@@ -106,6 +109,7 @@ enum ProxyError: Error, Equatable {
         case .keyInUse(let header):
             "\(header) belongs to a request made with other credentials (Authorization, Cookie, Proxy-Authorization)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
+        case .bodyNotKept(let reason): "the request body could not be kept in the data directory: \(reason)"
         }
     }
 

@@ -39,6 +39,8 @@ public final class OutboxQueue: Sendable {
     /// body the read is a small part of the exchange anyway.
     private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
+    /// Large bodies enter the log's buffer a few at a time (see `LargeAppendGate`).
+    private let largeAppends = LargeAppendGate()
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
     private let maxOperations: Int
@@ -109,6 +111,9 @@ public final class OutboxQueue: Sendable {
         ttlSeconds = config.queue.ttlSeconds
         maxRetries = config.retry.maxRetries
         for origin in index.knownOrigins { reachability.register(origin) }
+        // Only origins holding work are probed; the others are tried by the next request.
+        let counted = self.index
+        reachability.setHasStoredWork { origin in counted.withLock { $0.hasQueued(origin: origin) } }
         logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
                                      "directory": config.dataDirectory])
     }
@@ -203,6 +208,7 @@ public final class OutboxQueue: Sendable {
     /// periodically by `main`'s maintenance task.
     package func maintain(now: Int64 = WallClock.millis()) async {
         defer { compactIfDue(now: now) }
+        reachability.forgetIdle()
         let (retired, expired) = index.withLock {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
@@ -494,14 +500,25 @@ extension OutboxQueue: QueueGateway {
         // Made here, on the caller's thread: the key's parse and both table hashes would
         // otherwise run on the log's writer thread, whose completions hold back the next sync.
         let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state, freshKey: freshKey)
-        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
-        log.append(.created(request, operation.state)) { [self] result in
+        let finish: @Sendable (Result<RecordLocation, StorageError>) -> Void = { [self] result in
             let outcome = indexStored(operation, insertion, result)
             if keyIsFresh {
                 completion(outcome)
             } else {
                 settle(key: ScopedKey(origin: operation.origin, key: operation.idempotencyKey), fingerprint: operation.fingerprint,
                        outcome, completion)
+            }
+        }
+        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
+        let bodyBytes = request.bodyCount
+        guard bodyBytes >= LargeAppendGate.threshold else {
+            log.append(.created(request, operation.state), completion: finish)
+            return
+        }
+        largeAppends.admit(bodyBytes) { [self] in
+            log.append(.created(request, operation.state)) { [self] result in
+                largeAppends.release(bodyBytes)
+                finish(result)
             }
         }
     }
@@ -532,6 +549,8 @@ extension OutboxQueue: QueueGateway {
         case .success(let woken):
             metrics.enqueued()
             announce(operation.id, operation.state, lane: (operation.origin, operation.orderingKey))
+            // Stored while its origin is offline: probed from now on, and not woken below.
+            reachability.workStored(for: operation.origin)
             wake(woken.filter(isKickable))
             return .success(operation)
         case .failure(let error):

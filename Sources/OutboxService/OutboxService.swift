@@ -53,7 +53,8 @@ public final class OutboxService: Sendable {
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
                                      tls: { probeClient.tls.withLock { $0 } })
-        let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
+        let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds,
+                                        forgetAfterSeconds: config.reachability.forgetAfterSeconds, probe: { origin in
             // An origin a fault rule holds offline fails its probes without a connection.
             if faults.holdsOffline(origin) { return .unanswered }
             // `GET probePath` answering below 500 means online; else a connect (with the
@@ -76,7 +77,8 @@ public final class OutboxService: Sendable {
         } catch {
             throw ServiceSetupError("cannot open the queue in \(config.dataDirectory): \(error)", exitCode: 1)
         }
-        if let upstream = config.upstream { reachability.register(upstream.origin) }
+        // The reverse-mode upstream stays listed, probed or not: it is the origin of this proxy.
+        if let upstream = config.upstream { reachability.register(upstream.origin, pinned: true) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
                              prefix: config.admin.pathPrefix, faults: faults,

@@ -1,8 +1,9 @@
 import Glibc
+import OutboxModel
 
 /// The `dataDirectory` of the config: created on start with mode 0700, and proven writable
 /// before the proxy accepts anything, so a misconfigured path fails at once (exit 1) rather
-/// than at the first request that needs storage.
+/// than at the first request that needs storage. Spill files a crash left behind are removed.
 public enum DataDirectory {
     /// Creates `path` (and missing parents) with mode 0700 and checks that a file can be
     /// created in it. Returns a one-line reason on failure.
@@ -25,6 +26,9 @@ public enum DataDirectory {
         }
         close(fd)
         unlink(probe)
+        // Request bodies spilled by the last run are unlinked as soon as they are made; a crash
+        // in that instant leaves a name behind, which no one will read again.
+        SpillFile.removeLeftovers(in: path)
         return nil
     }
 }

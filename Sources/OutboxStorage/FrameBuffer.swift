@@ -9,7 +9,8 @@ import Glibc
 /// it is only touched under that lock, or by the writer once swapped out.
 final class FrameBuffer: @unchecked Sendable {
     private var base: UnsafeMutableRawPointer
-    private var capacity: Int
+    /// Bytes allocated, from `base`.
+    private(set) var capacity: Int
     /// Bytes written, from `base`.
     private(set) var count = 0
 
@@ -41,6 +42,12 @@ final class FrameBuffer: @unchecked Sendable {
         precondition(prefix <= count, "removing \(prefix) of \(count) bytes")
         memmove(base, base + prefix, count - prefix)
         count -= prefix
+    }
+
+    /// Drops the last `suffix` bytes (a frame that could not be encoded after all).
+    func removeLast(_ suffix: Int) {
+        precondition(suffix <= count, "removing \(suffix) of \(count) bytes")
+        count -= suffix
     }
 
     /// Empties the buffer, keeping its memory.

@@ -202,9 +202,16 @@ public final class OperationLog: Sendable {
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
-                if queue.pending.isEmpty { queue.oldestAppendedAt = options.clock() }
                 // Encoded in place, under the lock: see `FrameBuffer`.
-                RecordCodec.encode(record, into: queue.bytes.extend(by: size))
+                let start = queue.bytes.count
+                do throws(StorageError) {
+                    try RecordCodec.encode(record, into: queue.bytes.extend(by: size))
+                } catch {
+                    // A spilled body could not be read back: its frame never joins a batch.
+                    queue.bytes.removeLast(queue.bytes.count - start)
+                    return (false, error)
+                }
+                if queue.pending.isEmpty { queue.oldestAppendedAt = options.clock() }
                 queue.pending.append(PendingAppend(length: size, completion: completion))
                 if !deferred || queue.pending.count >= options.maxDeferredRecords { queue.due = true }
                 return (wakesWriter(&queue), nil)
@@ -340,6 +347,10 @@ public final class OperationLog: Sendable {
         case stop([PendingAppend], StorageError)
     }
 
+    /// The most buffer memory a batch keeps for the next one: more than steady traffic of
+    /// small records ever needs, far less than a few stored bodies of 10 MiB.
+    private static let retainedBatchCapacity = 4 << 20
+
     private func runWriter(_ start: WriterCursor) {
         var cursor = start
         // The batch's bytes: swapped for the callers' buffer, which gets this one's capacity
@@ -394,6 +405,9 @@ public final class OperationLog: Sendable {
                                                       "ms": String((syncedAt &- started) / 1_000_000)])
                 }
                 batchBytes.removeAll()
+                // A batch of large bodies grew the buffer: its memory goes back rather than
+                // staying with the two buffers for good (they take turns, so both pass here).
+                if batchBytes.capacity > Self.retainedBatchCapacity { batchBytes = FrameBuffer(capacity: 1 << 20) }
                 WakeUpBatch.run { complete(batch, outcome) }
                 options.counters?.completed(nanos: Int(options.clock() &- syncedAt))
             case .stop(let rejected, let error):

@@ -20,12 +20,14 @@ enum RecordCodec {
     }
 
     /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes.
-    static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) {
+    /// Throws only when a spilled body could not be read back: `frame` then holds no record.
+    static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) throws(StorageError) {
         var writer = ByteWriter(frame)
         writer.u32(0)
         writer.u32(0)
         writeBody(record, into: &writer)
         precondition(writer.count == frame.count, "record encoding wrote \(writer.count) of its measured \(frame.count) bytes")
+        if let failure = writer.spillFailure { throw .io("\(failure)") }
         RecordFrame.seal(&writer)
     }
 
@@ -53,10 +55,11 @@ enum RecordCodec {
             if let tag = request.tag { writer.string(tag) }
             if let orderingKey = request.orderingKey { writer.string(orderingKey) }
             if !request.credentials.isEmpty { writer.blob(request.credentials) }
-            writer.u32(UInt32(truncatingIfNeeded: request.body.count))
+            writer.u32(UInt32(truncatingIfNeeded: request.bodyCount))
             writeLightState(state, into: &writer)
             writeHeaders(request.headers, into: &writer)
-            writer.blob(request.body)
+            // A spilled body goes from its file into the frame: the same bytes as an array's.
+            if let spilled = request.spilledBody { writer.blob(spilled) } else { writer.blob(request.body) }
             writeHeavyState(state, into: &writer)
         case .updated(let id, let state):
             writer.u8(RecordFrame.RecordType.updated.rawValue)

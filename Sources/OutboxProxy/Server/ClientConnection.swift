@@ -253,6 +253,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     // MARK: Timeouts and shutdown
 
     func checkDeadlines(now: UInt64) {
+        exchange?.checkDeadlines(now: now)
         let awaitingRequestBody = exchange.map { !$0.requestComplete && !$0.bodyPaused } ?? false
         perform(machine.tick(now: now, inputPending: inputPending, awaitingRequestBody: awaitingRequestBody,
                              responseUnread: stream.queuedOutputBytes > 0, lastProgress: stream.lastProgress))
