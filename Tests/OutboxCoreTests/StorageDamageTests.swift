@@ -186,7 +186,7 @@ import Testing
     /// counted in `damagedRecords`.
     @Test func sixteenRandomBytesAnywhere_LoseAtMostTheRecordsTheyTouch() async throws {
         let pristine = try await Self.pristine()
-        var random = SeededGenerator(seed: 27)
+        var random = SeededRandom(seed: 27)
         let newest = pristine.segments.last ?? 0
         for trial in 0..<60 {
             let segment = pristine.segments.randomElement(using: &random) ?? 1
