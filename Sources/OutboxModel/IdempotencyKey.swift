@@ -1,3 +1,5 @@
+import OutboxHTTP
+
 /// Idempotency keys and request fingerprints: a write repeated with the same key is one operation.
 package enum IdempotencyKey {
     /// 1–255 visible ASCII characters: long enough for any UUID or hash, safe in logs and JSON.
@@ -26,6 +28,35 @@ package enum IdempotencyKey {
         request.fingerprint.isEmpty
             ? fingerprint(method: request.method, target: request.target, body: request.body)
             : request.fingerprint
+    }
+
+    /// The header fields that say who sent a request. A stored response is given back for a
+    /// repeated key only to a request with the same values (SPEC §4), as Stripe scopes keys to
+    /// an account: another user's retry must not read the first user's answer.
+    package static let credentialHeaders = ["authorization", "cookie", "proxy-authorization"]
+
+    /// SHA-256 of the credential fields' values (each name, in ``credentialHeaders`` order,
+    /// with each of its values in order, NUL-separated); empty when there are none, so a request
+    /// without credentials costs no digest.
+    package static func credentials(in headers: HTTPHeaders) -> [UInt8] {
+        var hash: SHA256?
+        for var name in credentialHeaders {
+            for var value in headers.values(name) {
+                if hash == nil { hash = SHA256() }
+                name.withUTF8 { hash?.update(UnsafeRawBufferPointer($0)) }
+                hash?.update(separator)
+                value.withUTF8 { hash?.update(UnsafeRawBufferPointer($0)) }
+                hash?.update(separator)
+            }
+        }
+        return hash?.finalize() ?? []
+    }
+
+    /// The credential digest `request` was stored with; a record written before the digest was
+    /// kept has its stored headers looked at instead (they hold `Authorization` and `Cookie`;
+    /// `Proxy-Authorization`, a hop-by-hop field, never reaches them).
+    package static func credentials(of request: OperationRequest) -> [UInt8] {
+        request.credentials.isEmpty ? credentials(in: request.headers) : request.credentials
     }
 
     private static let separator: [UInt8] = [0]

@@ -45,6 +45,13 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var fingerprint: [UInt8] = []
     /// Set for a request to the admin API: the path below `admin.pathPrefix`.
     private var adminPath: String?
+    /// An admin answer whose body is being written as the client takes it, with what its
+    /// ending needs.
+    private var streamedAnswer: (body: StreamedJSON, status: Int, keepAlive: Bool)?
+    /// The loop turn (its `now`) in which the streamed answer last refilled the client's output.
+    private var streamedTurn: UInt64 = 0
+    /// What one step of a streamed answer writes at least: one piece of 64 KiB.
+    private static let streamedStep = 64 * 1024
 
     private static let maxReplayableBody = 64 * 1024
 
@@ -105,8 +112,13 @@ final class ProxyExchange: UpstreamResponseHandler {
             break
         }
         let context = client.context
-        switch ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
-                                forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin) {
+        let route = ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
+                                     forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin)
+        if case .success(let routed) = route, let refusal = knownRefusal(of: routed) {
+            fail(.upstream(refusal))
+            return
+        }
+        switch route {
         case .failure(let error):
             fail(error)
         case .success(.tunnel(let host, let port)) where client.context.intercepts(host):
@@ -129,6 +141,18 @@ final class ProxyExchange: UpstreamResponseHandler {
             let method: QueueDecision.Method = client.context.queueMethods.contains(head.method)
                 ? .queueable : .notQueueable(connectivity(of: origin, in: queue))
             carryOut(QueueDecision.atHead(control: control, method: method), queue)
+        }
+    }
+
+    /// A forward-mode target or a tunnel that the pool already knows to be refused (one of
+    /// Outbox's listeners, or an internal address for a wildcard-only host: SPEC §3), answered
+    /// before anything is stored, intercepted or tunnelled. A name not resolved yet is refused
+    /// when its connection would be made, and a stored one when it is replayed.
+    private func knownRefusal(of route: Route) -> UpstreamError? {
+        switch route {
+        case .origin(let origin, _, forwardMode: true): client.proxyLoop.pool.knownRefusal(host: origin.host, port: origin.port)
+        case .tunnel(let host, let port): client.proxyLoop.pool.knownRefusal(host: host.lowercased(), port: port)
+        case .origin: nil
         }
     }
 
@@ -210,6 +234,7 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// The client went away or broke the protocol: drop the upstream side.
     func abort() {
+        streamedAnswer = nil
         guard machine.abort() == .cancelCall else { return }
         call?.cancel()
         call = nil
@@ -267,7 +292,12 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// The client's output drained: let the response flow again.
     func clientDrained() {
-        if machine.clientDrained() == .resumeResponse { call?.resumeResponse() }
+        guard machine.clientDrained() == .resumeResponse else { return }
+        if streamedAnswer != nil {
+            writeStreamedAnswer()
+        } else {
+            call?.resumeResponse()
+        }
     }
 
     func upstreamFinished(trailers: HTTPHeaders) {
@@ -386,7 +416,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         if case .given = key {
             let existing: OperationSnapshot?
             do {
-                existing = try queue.operation(withKey: idempotencyKey)
+                existing = try queue.operation(withKey: idempotencyKey, origin: origin)
             } catch {
                 // The key is taken but its operation unreadable: storing or forwarding again could
                 // deliver it twice.
@@ -396,7 +426,10 @@ final class ProxyExchange: UpstreamResponseHandler {
             if let existing {
                 fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
                 let stored = existing.state.status == .completed ? existing.state.response : nil
-                known = .operation(existing, storedResponse: stored)
+                // Compared only where a stored response could be given back: a 202 for a pending
+                // operation tells nothing the key does not.
+                let sameCredentials = stored == nil || IdempotencyKey.credentials(in: head.headers) == existing.credentials
+                known = .operation(existing, storedResponse: stored, sameCredentials: sameCredentials)
             }
         }
         let connectivity = connectivity(of: origin, in: queue)
@@ -417,8 +450,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     private func dependency(in queue: QueueGateway) -> QueueDecision.Dependency {
-        guard let reference = control.dependsOn else { return .absent }
-        guard let id = queue.resolveDependency(reference) else { return .unresolved(reference) }
+        guard let reference = control.dependsOn, let origin else { return .absent }
+        guard let id = queue.resolveDependency(reference, origin: origin) else { return .unresolved(reference) }
         return .resolved(id)
     }
 
@@ -502,7 +535,8 @@ final class ProxyExchange: UpstreamResponseHandler {
             id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,
             headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
-            createdAt: WallClock.millis(), orderingKey: control.orderingKey)
+            createdAt: WallClock.millis(), orderingKey: control.orderingKey,
+            credentials: IdempotencyKey.credentials(in: head.headers))
         let bound = LoopBound(value: self, loop: client.loop)
         queue.enqueue(request, freshKey: generatedKey) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
@@ -580,6 +614,10 @@ final class ProxyExchange: UpstreamResponseHandler {
             client.startEventStream(from: hub, lastEventID: head.headers.first("Last-Event-ID"))
             return
         }
+        if let streamed = response.streamed {
+            answerStreamed(response, streamed)
+            return
+        }
         // 204 carries no body at all (RFC 9110 §15.3.5).
         let text = response.raw?.text ?? response.body.rendered(pretty: pretty) + "\n"
         let body = response.status == 204 ? [] : Array(text.utf8)
@@ -591,6 +629,69 @@ final class ProxyExchange: UpstreamResponseHandler {
         headers.add("Cache-Control", "no-store")
         for (name, value) in response.extraHeaders { headers.add(name, value) }
         answer(HTTPResponseHead(status: response.status, headers: headers), body: body)
+    }
+
+    /// Writes the head of an admin answer whose body is streamed (an operation's view), framed
+    /// by its known length, then the body as the client's output drains.
+    private func answerStreamed(_ response: AdminResponse, _ streamed: StreamedJSON) {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("Content-Length", String(streamed.count))
+        headers.add("Cache-Control", "no-store")
+        for (name, value) in response.extraHeaders { headers.add(name, value) }
+        let keepAlive = settlesKeepAlive(after: .local)
+        if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
+            headers.add("Connection", connection)
+        }
+        client.stream.withOutput { HTTPSerializer.writeResponseHead(HTTPResponseHead(status: response.status, headers: headers), into: &$0) }
+        responseBytes = streamed.count
+        guard head.method != "HEAD", !streamed.isComplete else {
+            finish(status: response.status, keepAlive: keepAlive)
+            return
+        }
+        machine.beginAnswering()
+        streamedAnswer = (streamed, response.status, keepAlive)
+        writeStreamedAnswer()
+    }
+
+    /// Writes the streamed answer's next pieces while the client's output holds less than its
+    /// low-water mark, so that its draining below the mark (`clientDrained`) asks for more: a
+    /// view holds one piece of the body and what the socket has not taken yet, whatever the
+    /// client's pace. The pieces are read from the log here, on the loop, 48 KiB at a time; a
+    /// second refill in one turn of the loop is sent on the next turn, so a client that reads as
+    /// fast as it is written gets a few hundred KiB per turn, and the loop's other connections
+    /// theirs in between.
+    private func writeStreamedAnswer() {
+        guard var answer = streamedAnswer.take() else { return }
+        let stream = client.stream
+        var more = true
+        while more, stream.queuedOutputBytes < SocketStream.lowWater {
+            let written = stream.withOutput { out in
+                Result { () throws(ByteSourceError) in try answer.body.write(into: &out, budget: Self.streamedStep) }
+            }
+            switch written {
+            case .success(let remains):
+                more = remains
+            case .failure(let error):
+                // The head is out: closing after what was written tells the client it is short.
+                client.logger.error("admin_view_failed", ["target": head.target, "error": error.description])
+                machine.end()
+                client.abortAfterFlush()
+                return
+            }
+        }
+        guard more else {
+            finish(status: answer.status, keepAlive: answer.keepAlive)
+            return
+        }
+        streamedAnswer = answer
+        let turn = client.loop.now
+        if turn == streamedTurn {
+            stream.flushOnNextTurn()
+        } else {
+            streamedTurn = turn
+            stream.flushSoon()
+        }
     }
 
     // MARK: Ending

@@ -15,9 +15,14 @@ import Synchronization
 public final class OutboxQueue: Sendable {
     private let log: OperationLog
     private let index: CountedIndex
-    /// Keys whose `created` record is being written: a second request with the same key waits
-    /// for the first instead of storing a duplicate.
-    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// Keys (of an origin) whose `created` record is being written: a second request with the
+    /// same key to the same origin waits for the first instead of storing a duplicate.
+    private let reserving = Mutex<[ScopedKey: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// An idempotency key as it is unique: within one origin (SPEC §4).
+    private struct ScopedKey: Hashable, Sendable {
+        var origin: Origin
+        var key: String
+    }
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
     /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
@@ -202,7 +207,14 @@ public final class OutboxQueue: Sendable {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
         if !retired.isEmpty {
-            let removed = await delete(retired)
+            var removed = 0
+            for start in stride(from: 0, to: retired.count, by: Self.removalBatch) {
+                let ids = retired[start..<min(start + Self.removalBatch, retired.count)]
+                let entries = index.withLock { index in ids.compactMap { index.entry($0) } }
+                let step = await remove(entries)
+                removed += step.removed
+                if !step.written { break }
+            }
             logger.info("retention_removed", ["operations": String(removed)])
         }
         for id in expired {
@@ -246,36 +258,68 @@ public final class OutboxQueue: Sendable {
     @discardableResult
     package func delete(_ id: UUID) async -> Bool {
         guard let entry = index.withLock({ $0.entry(id) }) else { return false }
-        do {
-            _ = try await log.append(.deleted(id))
-        } catch {
-            logger.warn("storage_failed", ["operation": "delete", "id": id.lowercasedText, "error": "\(error)"])
-            return false
+        return await remove([entry]).written
+    }
+
+    /// Operations removed per step of a bulk delete, prune or retention sweep: one group commit
+    /// of their `deleted` records and one hold of the index's lock each, so a million removals
+    /// cost a thousand steps and hold a thousand entries at a time, never a task or a list of
+    /// everything.
+    static let removalBatch = 1000
+
+    /// Removes `entries` as one step: their `deleted` records are appended together (one group
+    /// commit; one completion shared by all of them, no closure per record), then the
+    /// operations whose records are on disk are taken out of the index under one lock, and
+    /// announced. `removed` counts those the index still held (one removed meanwhile by
+    /// another delete is not counted twice); `written` is false when some record could not be
+    /// written (those operations stay).
+    private func remove(_ entries: [QueueIndex<OperationRecords>.Entry]) async -> (removed: Int, written: Bool) {
+        guard !entries.isEmpty else { return (0, true) }
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<RemovalWrites.Outcome, Never>) in
+            let writes = RemovalWrites(count: entries.count) { continuation.resume(returning: $0) }
+            let done: @Sendable (Result<RecordLocation, StorageError>) -> Void = { writes.done($0) }
+            for entry in entries { log.append(.deleted(entry.id), completion: done) }
         }
-        let woken = index.withLock { index -> [Origin] in
-            if let removed = index.remove(id) { discard(removed.locator) }
-            return index.takeLanesToWake()
+        if let failure = outcome.failure {
+            logger.warn("storage_failed", ["operation": "delete", "operations": String(entries.count),
+                                           "id": entries[0].id.lowercasedText, "error": "\(failure)"])
         }
-        announce(entry, status: "removed")
+        let (removed, woken) = index.withLock { index -> ([Int], [Origin]) in
+            var removed: [Int] = []
+            for (position, entry) in entries.enumerated() where outcome.written[position] {
+                guard let gone = index.remove(entry.id) else { continue }
+                discard(gone.locator)
+                removed.append(position)
+            }
+            return (removed, index.takeLanesToWake())
+        }
+        for position in removed { announce(entries[position], status: "removed") }
         wake(woken)
         notifyDrainWaiters()
-        return true
+        return (removed.count, outcome.failure == nil)
     }
 
-    /// Deletes many at once: the appends run concurrently, so one group commit covers them.
-    private func delete(_ ids: [UUID]) async -> Int {
-        await withTaskGroup(of: Bool.self) { group in
-            for id in ids { group.addTask { await self.delete(id) } }
-            var removed = 0
-            for await done in group where done { removed += 1 }
-            return removed
-        }
-    }
-
-    private func entries(where include: (QueueIndex<OperationRecords>.Entry) -> Bool,
-                         status: OperationStatus? = nil) -> [QueueIndex<OperationRecords>.Entry] {
-        index.withLock { index in
-            index.list(QueueIndex<OperationRecords>.Filter(status: status), limit: Int.max).entries.filter(include)
+    /// Removes the operations that match `filter` and `include` when it starts (ones created
+    /// meanwhile are left alone), in queue order, ``removalBatch`` at a time; returns how many
+    /// it removed. Each page of the index is read under the lock on its own, so the event loops'
+    /// lookups wait for one page at most; it stops at the first step whose records could not
+    /// be written.
+    private func removeAll(_ filter: QueueIndex<OperationRecords>.Filter,
+                           where include: @escaping (QueueIndex<OperationRecords>.Entry) -> Bool) async -> Int {
+        let end = index.withLock { $0.nextSequence }
+        var cursor: UInt64?
+        var removed = 0
+        while true {
+            let (batch, next) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], UInt64?) in
+                let page = index.list(filter, afterSequence: cursor, limit: Self.removalBatch)
+                let batch = page.entries.filter { $0.sequence < end && include($0) }
+                guard let next = page.next, next < end else { return (batch, nil) }
+                return (batch, next)
+            }
+            let step = await remove(batch)
+            removed += step.removed
+            guard step.written, let next else { return removed }
+            cursor = next
         }
     }
 
@@ -289,8 +333,9 @@ public final class OutboxQueue: Sendable {
                           orderingKey: entry.orderingKey, state: state ?? entry.state)
     }
 
-    /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
-    /// record and the response of a completed operation in its latest state, both read from disk.
+    /// What the proxy answers a repeated key with: the fingerprint and the credential digest
+    /// live in the `created` record and the response of a completed operation in its latest
+    /// state, both read from disk.
     private func keyHolder(_ entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError) -> OperationSnapshot {
         var request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
         request.fingerprint = IdempotencyKey.fingerprint(of: request)
@@ -298,7 +343,9 @@ public final class OutboxQueue: Sendable {
         if entry.status == .completed {
             state.response = try latestBodies(of: entry).response
         }
-        return snapshot(entry, request: request, state: state)
+        var holder = snapshot(entry, request: request, state: state)
+        holder.credentials = IdempotencyKey.credentials(of: request)
+        return holder
     }
 
     /// The entry's latest state in full (its whole `lastError`, any bodies), to be written again
@@ -422,15 +469,15 @@ extension OutboxQueue: QueueGateway {
         index.withLock { $0.hasQueued(origin: origin, orderingKey: orderingKey) }
     }
 
-    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
-        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
+    package func operation(withKey idempotencyKey: String, origin: Origin) throws(QueueReadError) -> OperationSnapshot? {
+        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey, origin: origin) }) else { return nil }
         return try keyHolder(entry)
     }
 
-    package func resolveDependency(_ reference: String) -> UUID? {
+    package func resolveDependency(_ reference: String, origin: Origin) -> UUID? {
         index.withLock { index in
             if let id = UUID(uuidString: reference), index.entry(id) != nil { return id }
-            return index.entry(forKey: reference)?.id
+            return index.entry(forKey: reference, origin: origin)?.id
         }
     }
 
@@ -453,7 +500,8 @@ extension OutboxQueue: QueueGateway {
             if keyIsFresh {
                 completion(outcome)
             } else {
-                settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
+                settle(key: ScopedKey(origin: operation.origin, key: operation.idempotencyKey), fingerprint: operation.fingerprint,
+                       outcome, completion)
             }
         }
     }
@@ -503,12 +551,13 @@ extension OutboxQueue: QueueGateway {
     private func reserveKey(of request: OperationRequest,
                             _ completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) -> Bool {
         // One writer per key: later requests with the key wait for the first one's outcome.
+        let key = ScopedKey(origin: request.origin, key: request.idempotencyKey)
         let first = reserving.withLock { map -> Bool in
-            if map[request.idempotencyKey] != nil {
-                map[request.idempotencyKey]?.append((request.fingerprint, completion))
+            if map[key] != nil {
+                map[key]?.append((request.fingerprint, completion))
                 return false
             }
-            map[request.idempotencyKey] = []
+            map[key] = []
             return true
         }
         guard first else { return false }
@@ -516,14 +565,14 @@ extension OutboxQueue: QueueGateway {
         // may have been stored since (forwarded first, then queued; or on another loop). A second
         // `created` record for the key would be refused by the index while its client heard
         // 202: answer it as a request that waited for the key's first writer is answered.
-        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) else { return true }
+        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey, origin: request.origin) }) else { return true }
         let outcome: Result<OperationSnapshot, EnqueueError>
         do {
             outcome = .success(try keyHolder(holder))
         } catch {
             outcome = .failure(.storage("\(error)"))
         }
-        settle(key: request.idempotencyKey, fingerprint: request.fingerprint, outcome, completion)
+        settle(key: key, fingerprint: request.fingerprint, outcome, completion)
         return false
     }
 
@@ -540,7 +589,7 @@ extension OutboxQueue: QueueGateway {
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(key: String, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
+    private func settle(key: ScopedKey, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
@@ -797,6 +846,35 @@ extension OutboxQueue: AdminQueueSource {
         return (items, page.next == nil ? nil : items.last?.id)
     }
 
+    package func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) -> OperationView? {
+        var entry = index.withLock { $0.entry(id) }
+        // A compaction that moved the record a moment ago is about to point the index at the
+        // copy: look again (nothing of the body was visited, a stale location is refused first).
+        for _ in 0..<4 {
+            guard let current = entry else { return nil }
+            let head: (request: OperationRequest, body: LogBytes)
+            do throws(StorageError) {
+                head = try log.readRequestHead(at: current.locator.created, visitingBody: visitBody)
+            } catch .stale {
+                entry = index.withLock { $0.entry(id) }
+                continue
+            } catch {
+                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
+                return nil
+            }
+            var state = current.state
+            do {
+                (state.response, state.conflict) = try latestBodies(of: current)
+            } catch {
+                // Logged by `read`; the view shows the rest.
+            }
+            return OperationView(snapshot: snapshot(current, request: head.request, state: state), headers: head.request.headers,
+                                 body: head.body)
+        }
+        logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "its record kept moving"])
+        return nil
+    }
+
     package func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
         guard let entry = index.withLock({ $0.entry(id) }) else { return nil }
         // `read` logs an unreadable record as an error with the operation id. Without its
@@ -822,16 +900,17 @@ extension OutboxQueue: AdminQueueSource {
         // grants the whole retry budget again, due now.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
-        guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }
-        return .success(snapshot)
+        // The body is not needed for the answer: checked in pieces, never held.
+        guard let view = view(id, visitingBody: { _ in }) else { return .failure(.notFound) }
+        return .success(view.snapshot)
     }
 
     package func deleteAll(status: OperationStatus?) async -> Int {
-        await delete(entries(where: { _ in true }, status: status).map(\.id))
+        await removeAll(QueueIndex<OperationRecords>.Filter(status: status), where: { _ in true })
     }
 
     package func prune(createdBefore cutoff: Int64) async -> Int {
-        await delete(entries(where: { $0.createdAt < cutoff }).map(\.id))
+        await removeAll(QueueIndex<OperationRecords>.Filter(), where: { $0.createdAt < cutoff })
     }
 
     package func flush() async {
@@ -876,6 +955,36 @@ extension OutboxQueue: AdminQueueSource {
                 drainWaiters.withLock { $0.removeValue(forKey: token) }?.resume(returning: false)
             }
         }
+    }
+}
+
+/// The `deleted` records of one removal step on their way to disk: which of them were written,
+/// in append order (the log completes a caller's appends in the order it made them), and the
+/// first failure; `then` runs once every one has completed.
+private final class RemovalWrites: Sendable {
+    struct Outcome: Sendable {
+        var written: [Bool]
+        var failure: StorageError?
+    }
+
+    private let state: Mutex<(next: Int, outcome: Outcome)>
+    private let then: @Sendable (Outcome) -> Void
+
+    init(count: Int, then: @escaping @Sendable (Outcome) -> Void) {
+        state = Mutex((0, Outcome(written: [Bool](repeating: false, count: count))))
+        self.then = then
+    }
+
+    func done(_ result: Result<RecordLocation, StorageError>) {
+        let finished = state.withLock { state -> Outcome? in
+            switch result {
+            case .success: state.outcome.written[state.next] = true
+            case .failure(let error): state.outcome.failure = state.outcome.failure ?? error
+            }
+            state.next += 1
+            return state.next == state.outcome.written.count ? state.outcome : nil
+        }
+        if let finished { then(finished) }
     }
 }
 

@@ -232,7 +232,7 @@ extension QueueIndex {
         tombstones = 0
         let slots = (0..<Int32(records.count))
         ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.tableHash })
+        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records, lanes] in Self.keyHash(ofSlot: $0, records, lanes) })
         rebuildLanes()
     }
 

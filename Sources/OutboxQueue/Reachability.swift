@@ -8,8 +8,10 @@ import Synchronization
 /// response head, when no head arrives in time, or when it answers with an
 /// `unavailableStatuses` status. While offline it is probed every `probeIntervalSeconds` (a
 /// TCP connect, or `GET probePath` expecting a status below 500); the first success marks it
-/// online and calls `onOnline`, which starts its replay. Reads are a lock and a dictionary
-/// lookup: cheap enough for every forwarded request.
+/// online and calls `onOnline`, which starts its replay. A probe Outbox could not start (no
+/// descriptor for its socket: ``ProbeOutcome/notProbed(_:)``) changes nothing: it is tried
+/// again at the next interval, and never marks an origin offline. Reads are a lock and a
+/// dictionary lookup: cheap enough for every forwarded request.
 public final class Reachability: Sendable {
     private struct Entry {
         var online = true
@@ -23,7 +25,7 @@ public final class Reachability: Sendable {
     /// calls every forwarded request makes (`isOnline`, `markOnline`) need no lock and no lookup.
     private let offlineCount = Atomic<Int>(0)
     private let interval: Double
-    private let probe: @Sendable (Origin) async -> Bool
+    private let probe: @Sendable (Origin) async -> ProbeOutcome
     private let onOnline = Mutex<(@Sendable (Origin) -> Void)?>(nil)
     private let sleep: @Sendable (Double) async -> Void
     private let now: @Sendable () -> Int64
@@ -31,14 +33,11 @@ public final class Reachability: Sendable {
     private let events: EventHub?
 
     /// - Parameters:
-    ///   - probe: true when the origin answers (see `TCPProbe` and the GET probe).
+    ///   - probe: whether the origin answers (see `TCPProbe` and the GET probe).
     ///   - sleep, now: injectable so tests need not wait for real intervals.
     package init(probeIntervalSeconds: Double,
-                probe: @escaping @Sendable (Origin) async -> Bool,
-                sleep: @escaping @Sendable (Double) async -> Void = { seconds in
-                    // Cancelled, the sleep only ends early: the next probe comes sooner.
-                    try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
-                },
+                probe: @escaping @Sendable (Origin) async -> ProbeOutcome,
+                sleep: @escaping @Sendable (Double) async -> Void = Reachability.sleep(seconds:),
                 now: @escaping @Sendable () -> Int64 = { WallClock.millis() }, events: EventHub? = nil) {
         self.events = events
         // A zero interval would make the prober spin against a dead origin.
@@ -46,6 +45,19 @@ public final class Reachability: Sendable {
         self.probe = probe
         self.sleep = sleep
         self.now = now
+    }
+
+    /// A probe that only says yes or no (true: the origin answers); it is always able to probe.
+    package convenience init(probeIntervalSeconds: Double, probe: @escaping @Sendable (Origin) async -> Bool,
+                             sleep: @escaping @Sendable (Double) async -> Void = Reachability.sleep(seconds:),
+                             now: @escaping @Sendable () -> Int64 = { WallClock.millis() }, events: EventHub? = nil) {
+        self.init(probeIntervalSeconds: probeIntervalSeconds, probe: { ProbeOutcome(answered: await probe($0)) },
+                  sleep: sleep, now: now, events: events)
+    }
+
+    /// The real wait between probes. Cancelled, the sleep only ends early: the next probe comes sooner.
+    package static func sleep(seconds: Double) async {
+        try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
     }
 
     /// Called (on a probe task) each time an offline origin comes back.
@@ -101,11 +113,20 @@ public final class Reachability: Sendable {
     }
 
     /// Probes `origin` once, now: true when it answers; otherwise it is marked offline with
-    /// `failure` as its last error and probed on its interval from then on.
+    /// `failure` as its last error and probed on its interval from then on. A probe Outbox could
+    /// not start is no answer either way: it is tried again after the interval until it can be.
     public func probeOnce(_ origin: Origin, failure: String) async -> Bool {
-        if await probe(origin) { return true }
-        markOffline(origin, reason: failure)
-        return false
+        while true {
+            switch await probe(origin) {
+            case .answered:
+                return true
+            case .unanswered:
+                markOffline(origin, reason: failure)
+                return false
+            case .notProbed:
+                await sleep(interval)
+            }
+        }
     }
 
     private func announce(_ origin: Origin, online: Bool, lastError: String?) {
@@ -137,7 +158,8 @@ public final class Reachability: Sendable {
                 state.withLock { $0[origin]?.probing = false }
                 return
             }
-            if await probe(origin) {
+            // A probe Outbox could not start (`notProbed`) leaves it offline until one can.
+            if await probe(origin) == .answered {
                 state.withLock { $0[origin]?.probing = false }
                 markOnline(origin)
                 return

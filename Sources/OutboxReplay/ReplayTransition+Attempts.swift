@@ -7,6 +7,10 @@ extension ReplayTransition {
     /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
 
+    /// How long an attempt that could not leave Outbox (`AttemptOutcome.notSent`) waits before
+    /// it is tried again: as long as the listener's longest pause when descriptors run out.
+    public static let notSentDelaySeconds = 1.0
+
     /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no
     /// pending backoff. The attempt's number (`Outbox-Attempt`) is `retryCount + 1`.
     public static func startAttempt(current: OperationState, now: Int64) -> OperationState {
@@ -25,6 +29,9 @@ extension ReplayTransition {
     ///   `nextAttemptAt` = now + the delay before that retry, where `retryAfter` (seconds, from
     ///   the upstream's `Retry-After`) wins over the backoff; once retries are exhausted,
     ///   `failed` with `lastError` "<error> (retries exhausted)".
+    /// - notSent: back to `pending`, `retryCount` unchanged (nothing was sent, so no retry is
+    ///   spent and the next attempt carries the same number), `nextAttemptAt` = now +
+    ///   ``notSentDelaySeconds``.
     public static func nextState(current: OperationState, outcome: AttemptOutcome, now: Int64,
                                  policy: RetryPolicy, retryAfter: Double?,
                                  random: inout some RandomNumberGenerator) -> OperationState {
@@ -54,6 +61,10 @@ extension ReplayTransition {
             next.lastError = error
             let delay = retryAfter ?? policy.delay(beforeRetry: next.retryCount, random: &random)
             next.nextAttemptAt = now + WallClock.milliseconds(delay)
+        case .notSent(let error):
+            next.status = .pending
+            next.lastError = error
+            next.nextAttemptAt = now + WallClock.milliseconds(notSentDelaySeconds)
         }
         return next
     }

@@ -84,8 +84,9 @@ public actor Replayer {
     private var unprobed: Set<Origin> = []
     private var random = SystemRandomNumberGenerator()
 
-    /// Largest upstream response body kept with a completed or conflicted operation.
-    static let maxStoredResponseBytes = 1 << 20
+    /// Largest upstream response body kept with a completed or conflicted operation; a longer
+    /// one is counted and omitted (`StoredResponse.omittedBodySize`), never kept cut.
+    static let maxStoredResponseBytes = StoredResponse.maxBodyBytes
 
     /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
     ///   backoff is stepped through instead of slept through.
@@ -331,7 +332,8 @@ public actor Replayer {
         var retryAfter: Double?
         switch result {
         case .success(let response):
-            let stored = StoredResponse(status: response.head.status, headers: response.head.headers, body: response.body)
+            let stored = StoredResponse(status: response.head.status, headers: response.head.headers, body: response.body,
+                                        omittedBodySize: response.truncated ? response.bodySize : nil)
             outcome = AttemptOutcome(response: stored, retryableStatuses: policy.retryableStatuses)
             retryAfter = RetryAfter.seconds(in: response.head.headers, nowMilliseconds: finished)
             if unavailableStatuses.contains(response.head.status) {
@@ -340,7 +342,8 @@ public actor Replayer {
                 reachability.markOnline(origin)
             }
         case .failure(let error):
-            outcome = AttemptOutcome(transportFailure: error.summary)
+            // Outbox's own lack of a descriptor is `notSent`: no retry spent, the origin not blamed.
+            outcome = AttemptOutcome(failure: error)
             if error.meansUnreachable { reachability.markOffline(origin, reason: error.summary) }
         }
         let next = ReplayTransition.nextState(current: inProgress, outcome: outcome, now: finished, policy: policy,

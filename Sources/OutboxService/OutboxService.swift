@@ -55,7 +55,7 @@ public final class OutboxService: Sendable {
                                      tls: { probeClient.tls.withLock { $0 } })
         let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
             // An origin a fault rule holds offline fails its probes without a connection.
-            if faults.holdsOffline(origin) { return false }
+            if faults.holdsOffline(origin) { return .unanswered }
             // `GET probePath` answering below 500 means online; else a connect (with the
             // handshake for https) is enough.
             guard let probePath, let client = probeClient.client.withLock({ $0 }) else { return await tcpProbe(origin) }
@@ -64,8 +64,12 @@ public final class OutboxService: Sendable {
             headers.add("Via", ProxyRules.via)
             let result = await client.send(to: origin, head: HTTPRequestHead(method: "GET", target: probePath, headers: headers),
                                            body: [], maxResponseBytes: 4096, purpose: .probe)
-            if case .success(let response) = result { return response.head.status < 500 }
-            return false
+            switch result {
+            case .success(let response): return ProbeOutcome(answered: response.head.status < 500)
+            // No socket for the probe: Outbox's shortage, not the origin's answer.
+            case .failure(.localResourcesExhausted(let reason)): return .notProbed(reason)
+            case .failure: return .unanswered
+            }
         }, events: events)
         do {
             queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
@@ -137,6 +141,13 @@ public final class OutboxService: Sendable {
     /// Waits for SIGTERM or SIGINT and returns which one arrived.
     public static func waitForTerminationSignal() -> Int32 {
         TerminationSignals.wait()
+    }
+
+    /// Raises the soft open-file limit to the hard one (SPEC §6). Call before the queue opens its
+    /// files and the server its sockets; log what it did once Outbox has started (a start that
+    /// fails says so in one line, and only that line).
+    public static func raiseOpenFileLimit() -> OpenFileLimitRaise {
+        OpenFileLimitRaise(result: OpenFileLimit.raiseSoftToHard())
     }
 
     /// Creates the data directory if needed; a one-line problem when it cannot be used.

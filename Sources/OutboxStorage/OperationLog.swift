@@ -277,6 +277,18 @@ public final class OperationLog: Sendable {
 
     /// Reads and checks any record.
     public func readRecord(at location: RecordLocation) throws(StorageError) -> LogRecord {
+        let file = try segmentFile(holding: location)
+        let bytes = try file.read(count: Int(location.length), at: location.offset)
+        let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
+            Result { () throws(StorageError) -> LogRecord in
+                try RecordCodec.decodeFrame(raw, segment: location.segment, offset: location.offset)
+            }
+        }
+        return try decoded.get()
+    }
+
+    /// The open file of the segment `location` points into, as long as the location is current.
+    func segmentFile(holding location: RecordLocation) throws(StorageError) -> SegmentFile {
         let file: SegmentFile? = try segments.withLock { (table) throws(StorageError) -> SegmentFile? in
             guard table.isOpen else { throw .closed }
             return table.files[location.segment]
@@ -286,13 +298,7 @@ public final class OperationLog: Sendable {
         guard file.name.generation == location.generation else {
             throw .stale("segment \(location.segment) was compacted: the location is stale")
         }
-        let bytes = try file.read(count: Int(location.length), at: location.offset)
-        let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
-            Result { () throws(StorageError) -> LogRecord in
-                try RecordCodec.decodeFrame(raw, segment: location.segment, offset: location.offset)
-            }
-        }
-        return try decoded.get()
+        return file
     }
 
     /// Tells compaction that the record at `location` is no longer needed: superseded by a

@@ -43,9 +43,11 @@ enum RecordCodec {
             writer.uuid(request.id)
             writer.i64(request.createdAt)
             writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
-            // Bit 2 (ordering key) came later: records written before it have it clear, so they
-            // read back in the default lane without a format version of their own.
-            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4))
+            // Bits 4 (ordering key) and 8 (credentials) came later: records written before them
+            // have them clear, so they read back in the default lane, with the credentials their
+            // stored headers hold, without a format version of their own.
+            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4)
+                      | (request.credentials.isEmpty ? 0 : 8))
             if let dependsOn = request.dependsOn { writer.uuid(dependsOn) }
             writer.u8(request.origin.scheme == .https ? 1 : 0)
             writer.u16(UInt16(truncatingIfNeeded: request.origin.port))
@@ -56,6 +58,7 @@ enum RecordCodec {
             writer.blob(request.fingerprint)
             if let tag = request.tag { writer.string(tag) }
             if let orderingKey = request.orderingKey { writer.string(orderingKey) }
+            if !request.credentials.isEmpty { writer.blob(request.credentials) }
             writer.u32(UInt32(truncatingIfNeeded: request.body.count))
             writeLightState(state, into: &writer)
             writeHeaders(request.headers, into: &writer)
@@ -78,6 +81,9 @@ enum RecordCodec {
         if state.lastError != nil { flags |= 4 }
         if state.response != nil { flags |= 8 }
         if state.conflict != nil { flags |= 16 }
+        // Bits 32 and 64 came later: records written before them keep every body they hold.
+        if state.response?.omittedBodySize != nil { flags |= 32 }
+        if state.conflict?.omittedBodySize != nil { flags |= 64 }
         writer.u8(flags)
         writer.i64(Int64(state.retryCount))
         if let lastAttemptAt = state.lastAttemptAt { writer.i64(lastAttemptAt) }
@@ -91,10 +97,15 @@ enum RecordCodec {
         if let conflict = state.conflict { writeResponse(conflict, into: &writer) }
     }
 
+    /// Status, headers, then the body, or for an omitted one (its light-state bit set) its size.
     private static func writeResponse<Sink: ByteSink>(_ response: StoredResponse, into writer: inout Sink) {
         writer.u16(UInt16(clamping: response.status))
         writeHeaders(response.headers, into: &writer)
-        writer.blob(response.body)
+        if let omitted = response.omittedBodySize {
+            writer.i64(Int64(omitted))
+        } else {
+            writer.blob(response.body)
+        }
     }
 
     private static func writeHeaders<Sink: ByteSink>(_ headers: HTTPHeaders, into writer: inout Sink) {
@@ -135,22 +146,17 @@ enum RecordCodec {
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
                 let prefix = try decodeCreatedPrefix(&reader)
-                var state = try decodeLightState(&reader).state
+                let light = try decodeLightState(&reader)
+                var state = light.state
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
-                try decodeHeavyState(&reader, into: &state)
-                let created = OperationSnapshot(
-                    id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
-                    method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
-                    idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
-                    priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
-                    createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
-                    state: OperationState())
-                return .created(OperationRequest(created, headers: headers, body: body), state)
+                try decodeHeavyState(&reader, light, into: &state)
+                return .created(request(prefix, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
-                var state = try decodeLightState(&reader).state
-                try decodeHeavyState(&reader, into: &state)
+                let light = try decodeLightState(&reader)
+                var state = light.state
+                try decodeHeavyState(&reader, light, into: &state)
                 return .updated(id, state)
             case .deleted:
                 return .deleted(try reader.uuid())
@@ -161,6 +167,41 @@ enum RecordCodec {
             throw Malformed()
         } catch {
             throw Malformed()
+        }
+    }
+
+    private static func request(_ prefix: CreatedPrefix, headers: HTTPHeaders, body: [UInt8]) -> OperationRequest {
+        let created = OperationSnapshot(
+            id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
+            method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
+            idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
+            priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
+            createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
+            credentials: prefix.credentials.map(Array.init) ?? [], state: OperationState())
+        return OperationRequest(created, headers: headers, body: body)
+    }
+
+    /// The request of a `created` record's payload without its body (left empty), and where
+    /// the body's bytes are in the payload: decoded from the payload's first bytes, so that a
+    /// view can read the body piece by piece. Nil when `payload` is a prefix (`isWhole` false)
+    /// that ends before the body's length; throws when the bytes cannot be a `created` payload.
+    static func decodeRequestHead(payload: UnsafeRawBufferPointer,
+                                  isWhole: Bool) throws(Malformed) -> (request: OperationRequest, body: Range<Int>)? {
+        var reader = ByteReader(payload)
+        do {
+            let prefix = try decodeCreatedPrefix(&reader)
+            _ = try decodeLightState(&reader)
+            let headers = try decodeHeaders(&reader)
+            let length = Int(try reader.u32())
+            let start = reader.position
+            // The body and the state after it must fit in the payload; the caller knows its length.
+            if isWhole { try reader.skip(length) }
+            return (request(prefix, headers: headers, body: []), start..<(start + length))
+        } catch {
+            // A prefix may simply end too soon (a field's count checked against the bytes so far
+            // included); only the whole payload tells.
+            if isWhole { throw Malformed() }
+            return nil
         }
     }
 
@@ -240,6 +281,7 @@ enum RecordCodec {
         var fingerprint: UnsafeRawBufferPointer
         var tag: UnsafeRawBufferPointer?
         var orderingKey: UnsafeRawBufferPointer?
+        var credentials: UnsafeRawBufferPointer?
     }
 
     private static func decodeCreatedPrefix(_ reader: inout ByteReader) throws -> CreatedPrefix {
@@ -257,12 +299,13 @@ enum RecordCodec {
         let fingerprint = try reader.blobBytes()
         let tag = flags & 1 != 0 ? try reader.blobBytes() : nil
         let orderingKey = flags & 4 != 0 ? try reader.blobBytes() : nil
+        let credentials = flags & 8 != 0 ? try reader.blobBytes() : nil
         // The body's length, in the layout so that a reader can size the body before reaching
         // it; no reader needs it yet.
         _ = try reader.u32()
         return CreatedPrefix(id: id, createdAt: createdAt, priority: priority, dependsOn: dependsOn, scheme: scheme,
                              port: port, host: host, method: method, target: target, idempotencyKey: idempotencyKey,
-                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey)
+                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey, credentials: credentials)
     }
 
     private static func decodeLightState(_ reader: inout ByteReader) throws -> RecoveryRecord.LightState {
@@ -275,18 +318,24 @@ enum RecordCodec {
         // The heavy part is read later (or never, in recovery); remember what it holds.
         state.hasResponse = flags & 8 != 0
         state.hasConflict = flags & 16 != 0
+        state.responseBodyOmitted = flags & 32 != 0
+        state.conflictBodyOmitted = flags & 64 != 0
         return state
     }
 
-    private static func decodeHeavyState(_ reader: inout ByteReader, into state: inout OperationState) throws {
-        if state.response != nil { state.response = try decodeResponse(&reader) }
-        if state.conflict != nil { state.conflict = try decodeResponse(&reader) }
+    private static func decodeHeavyState(_ reader: inout ByteReader, _ light: RecoveryRecord.LightState,
+                                         into state: inout OperationState) throws {
+        if light.hasResponse { state.response = try decodeResponse(&reader, bodyOmitted: light.responseBodyOmitted) }
+        if light.hasConflict { state.conflict = try decodeResponse(&reader, bodyOmitted: light.conflictBodyOmitted) }
     }
 
-    private static func decodeResponse(_ reader: inout ByteReader) throws -> StoredResponse {
+    private static func decodeResponse(_ reader: inout ByteReader, bodyOmitted: Bool) throws -> StoredResponse {
         let status = Int(try reader.u16())
         let headers = try decodeHeaders(&reader)
-        return StoredResponse(status: status, headers: headers, body: try reader.blob())
+        guard bodyOmitted else { return StoredResponse(status: status, headers: headers, body: try reader.blob()) }
+        let size = try reader.i64()
+        guard size >= 0 else { throw Malformed() }
+        return StoredResponse(status: status, headers: headers, body: [], omittedBodySize: Int(size))
     }
 
     private static func decodeHeaders(_ reader: inout ByteReader) throws -> HTTPHeaders {

@@ -37,7 +37,8 @@ final class ProxyLoop {
         self.context = context
         self.server = server
         pool = UpstreamPool(loop: loop, timeouts: context.upstreamTimeouts,
-                            maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS)
+                            maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS,
+                            targetPolicy: context.targetPolicy)
         metrics = context.metrics.makeShard()
         directTransport = FaultInjectingTransport(base: pool, kind: .direct, faults: context.faults, loop: loop,
                                                   responseTimeout: context.upstreamTimeouts.response)
