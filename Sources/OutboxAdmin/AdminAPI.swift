@@ -223,6 +223,7 @@ package struct AdminAPI: Sendable {
                 ])
             })),
             ("counts", .object(countMembers())),
+            ("storage", .object([("damagedRecords", .int(queue.storageDamagedRecords))])),
             ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
             ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
             ("version", .string(version)),

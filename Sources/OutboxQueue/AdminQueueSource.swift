@@ -39,6 +39,8 @@ package protocol AdminQueueSource: Sendable {
     func setForcedOffline(_ offline: Bool)
     /// Bytes of the log on disk.
     var storageBytes: Int { get }
+    /// Records the last recovery found damaged and skipped (their bytes are kept in `damaged/`).
+    var storageDamagedRecords: Int { get }
 }
 
 /// An operation as its admin view shows it: the snapshot (with the response and conflict it

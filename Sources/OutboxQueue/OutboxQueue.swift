@@ -833,6 +833,8 @@ extension OutboxQueue: AdminQueueSource {
 
     package var storageBytes: Int { log.diskBytes }
 
+    package var storageDamagedRecords: Int { log.damagedRecords }
+
     package func activeLanes(origin: Origin) -> Int {
         index.withLock { $0.activeLanes(origin: origin) }
     }

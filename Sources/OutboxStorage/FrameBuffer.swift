@@ -24,6 +24,9 @@ final class FrameBuffer: @unchecked Sendable {
     /// The bytes written so far; valid until the buffer next changes.
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 
+    /// Where `bytes` start, for the writer to complete the frames' headers in place; nil when empty.
+    var mutableBase: UnsafeMutableRawPointer? { count > 0 ? base : nil }
+
     /// `size` more bytes at the end, counted as written: the caller fills all of them.
     func extend(by size: Int) -> UnsafeMutableRawBufferPointer {
         reserve(count + size)

@@ -49,7 +49,7 @@ extension OperationLog {
                 if head.count > FrameLayout.payloadStart {
                     let attempt = head.withUnsafeBytes { frame in
                         Result { () throws(StorageError) -> RequestHead? in
-                            try Self.decodeRequestHead(frame, isWhole: frame.count == frameLength, place: place)
+                            try Self.decodeRequestHead(frame, at: location, isWhole: frame.count == frameLength, place: place)
                         }
                     }
                     if let found = try attempt.get() {
@@ -76,9 +76,9 @@ extension OperationLog {
     /// bytes; nil while they end too soon.
     private typealias RequestHead = (header: FrameLayout.Header, request: OperationRequest, body: Range<Int>)
 
-    private static func decodeRequestHead(_ frame: UnsafeRawBufferPointer, isWhole: Bool,
+    private static func decodeRequestHead(_ frame: UnsafeRawBufferPointer, at location: RecordLocation, isWhole: Bool,
                                           place: String) throws(StorageError) -> RequestHead? {
-        guard let header = FrameLayout.header(frame) else { throw .corrupt("\(place): no record header at the location") }
+        guard let header = FrameLayout.header(frame, at: location) else { throw .corrupt("\(place): no record header at the location") }
         guard header.type == RecordFrame.RecordType.created.rawValue else { throw .corrupt("\(place) is not a created record") }
         let start = FrameLayout.payloadStart
         let found: (request: OperationRequest, body: Range<Int>)?
@@ -109,15 +109,17 @@ private enum FrameLayout {
         var checksum: UInt32
     }
 
-    /// The payload follows the frame header and the type byte.
-    static let payloadStart = RecordFrame.headerSize + 1
-    /// The checksum covers the type byte and the payload.
+    /// The payload follows the frame header (which holds the type).
+    static let payloadStart = RecordFrame.headerSize
+    /// The payload checksum covers the payload alone (the header has a check of its own).
     static let checksumStart = RecordFrame.headerSize
 
-    /// The header at the start of `frame` (at least `payloadStart` bytes); nil when it is none.
-    static func header(_ frame: UnsafeRawBufferPointer) -> Header? {
-        guard case .frame(let length, let checksum) = RecordFrame.readHeader(frame) else { return nil }
-        return Header(type: frame[RecordFrame.headerSize], payloadLength: length - 1, checksum: checksum)
+    /// The header at the start of `frame` (at least `payloadStart` bytes), checked for the place
+    /// `location` names; nil when it is none.
+    static func header(_ frame: UnsafeRawBufferPointer, at location: RecordLocation) -> Header? {
+        guard case .frame(let type, let length, let checksum) = RecordFrame.readHeader(frame, segment: location.segment,
+                                                                                      offset: Int64(location.offset)) else { return nil }
+        return Header(type: type, payloadLength: length, checksum: checksum)
     }
 }
 

@@ -15,27 +15,33 @@ enum RecordCodec {
     /// The size of `record`'s whole frame, measured without writing it.
     static func frameSize(_ record: LogRecord) -> Int {
         var counter = ByteCounter()
-        writeBody(record, into: &counter)
+        writePayload(record, into: &counter)
         return RecordFrame.headerSize + counter.count
     }
 
-    /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes.
+    /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes,
+    /// sealed but not yet placed (``RecordFrame/place(_:segment:offset:)``: the writer does that).
     /// Throws only when a spilled body could not be read back: `frame` then holds no record.
     static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) throws(StorageError) {
-        var writer = ByteWriter(frame)
-        writer.u32(0)
-        writer.u32(0)
-        writeBody(record, into: &writer)
+        var writer = ByteWriter(frame, at: RecordFrame.headerSize)
+        writePayload(record, into: &writer)
         precondition(writer.count == frame.count, "record encoding wrote \(writer.count) of its measured \(frame.count) bytes")
         if let failure = writer.spillFailure { throw .io("\(failure)") }
-        RecordFrame.seal(&writer)
+        RecordFrame.seal(frame, type: recordType(record).rawValue)
     }
 
-    /// The type byte and payload of `record`.
-    private static func writeBody<Sink: ByteSink>(_ record: LogRecord, into writer: inout Sink) {
+    private static func recordType(_ record: LogRecord) -> RecordFrame.RecordType {
+        switch record {
+        case .created: .created
+        case .updated: .updated
+        case .deleted: .deleted
+        }
+    }
+
+    /// The payload of `record` (its type goes in the frame's header).
+    private static func writePayload<Sink: ByteSink>(_ record: LogRecord, into writer: inout Sink) {
         switch record {
         case .created(let request, let state):
-            writer.u8(RecordFrame.RecordType.created.rawValue)
             writer.uuid(request.id)
             writer.i64(request.createdAt)
             writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
@@ -62,12 +68,10 @@ enum RecordCodec {
             if let spilled = request.spilledBody { writer.blob(spilled) } else { writer.blob(request.body) }
             writeHeavyState(state, into: &writer)
         case .updated(let id, let state):
-            writer.u8(RecordFrame.RecordType.updated.rawValue)
             writer.uuid(id)
             writeLightState(state, into: &writer)
             writeHeavyState(state, into: &writer)
         case .deleted(let id):
-            writer.u8(RecordFrame.RecordType.deleted.rawValue)
             writer.uuid(id)
         }
     }
@@ -121,17 +125,18 @@ enum RecordCodec {
 
     // MARK: decoding
 
-    /// Decodes a whole frame (as written by `encode`) after checking its length and checksum.
-    static func decodeFrame(_ frame: UnsafeRawBufferPointer) throws(StorageError) -> LogRecord {
-        guard frame.count > RecordFrame.headerSize else { throw .corrupt("record shorter than its header") }
-        guard case .frame(let length, let checksum) = RecordFrame.readHeader(frame),
-              length == frame.count - RecordFrame.headerSize else {
-            throw .corrupt("record length does not match its location")
+    /// Decodes the whole frame at `offset` of `segment` (as written by `encode` and placed there)
+    /// after checking its header, length and checksum.
+    static func decodeFrame(_ frame: UnsafeRawBufferPointer, segment: UInt32, offset: UInt64) throws(StorageError) -> LogRecord {
+        guard frame.count >= RecordFrame.headerSize else { throw .corrupt("record shorter than its header") }
+        guard case .frame(let type, let length, let checksum) = RecordFrame.readHeader(frame, segment: segment, offset: Int64(offset)) else {
+            throw .corrupt("no record header at the location")
         }
-        let body = UnsafeRawBufferPointer(rebasing: frame[RecordFrame.headerSize...])
-        guard CRC32C.checksum(body) == checksum else { throw .corrupt("record checksum mismatch") }
+        guard length == frame.count - RecordFrame.headerSize else { throw .corrupt("record length does not match its location") }
+        let payload = UnsafeRawBufferPointer(rebasing: frame[RecordFrame.headerSize...])
+        guard CRC32C.checksum(payload) == checksum else { throw .corrupt("record checksum mismatch") }
         do {
-            return try decode(type: body[0], payload: UnsafeRawBufferPointer(rebasing: body[1...]))
+            return try decode(type: type, payload: payload)
         } catch {
             throw .corrupt("record payload does not parse")
         }
@@ -158,7 +163,7 @@ enum RecordCodec {
                 return .updated(id, state)
             case .deleted:
                 return .deleted(try reader.uuid())
-            case nil:
+            case .padding, nil:
                 throw Malformed()
             }
         } catch is ByteReader.OutOfBounds {
@@ -250,7 +255,7 @@ enum RecordCodec {
                 return RecoveryRecord(kind: .updated, id: id, location: location, state: try decodeLightState(&reader))
             case .deleted:
                 return RecoveryRecord(kind: .deleted, id: try reader.uuid(), location: location)
-            case nil:
+            case .padding, nil:
                 throw Malformed()
             }
         } catch {
