@@ -56,7 +56,10 @@ let package = Package(
         .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxControl", "OutboxConfig", "OutboxTelemetry"]),
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
-                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "CSystem"]),
+                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "CSystem",
+                                   "CTestParallelism"]),
+        // Linked into the test binary for its load-time effect: how many tests run at once.
+        .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),
         // The harness digests bodies with the product's SHA-256 (checked on its own by the core tests).
         .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "outbox"]),
     ],

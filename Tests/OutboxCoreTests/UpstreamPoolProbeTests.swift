@@ -82,14 +82,13 @@ import Testing
         let origin = Origin(scheme: .http, host: "two-addresses.test", port: listening.address.port)
         let head = HTTPRequestHead(method: "GET", target: "/first", headers: ["Host": "two-addresses.test"])
 
-        // The origin's side blocks (in `poll`), so it gets a thread of its own: neither Swift's
-        // cooperative pool nor Dispatch's, which other tests may hold on a busy machine.
+        // The origin's side blocks (in `poll`), so it gets a thread of its own, started before
+        // the request: neither Swift's cooperative pool nor Dispatch's, which other tests may
+        // hold on a busy machine for longer than the response timeout.
         let listener = listening.fd
-        async let served = withCheckedContinuation { (continuation: CheckedContinuation<Served, Never>) in
-            Thread { continuation.resume(returning: Self.serveOneRequest(on: listener)) }.start()
-        }
+        let served = ThreadResult { Self.serveOneRequest(on: listener) }
         let result = await client.send(to: origin, head: head, body: [], maxResponseBytes: 1024, purpose: .probe)
-        let origins = await served
+        let origins = await served.value
         let owned = LoopBound(value: pool, loop: loop)
         loop.execute { owned.value.closeIdle() }
 

@@ -72,7 +72,11 @@ struct UpstreamConnection {
             try write(response, for: request, headOnly: false)
             return keepsAlive(request: request, response: response)
         case .hold(let gate, let then):
-            let deadline = Deadline(after: .seconds(60))
+            // The test opens the gate, or stops the upstream (at the latest when it ends, also by
+            // failing): the bound only keeps a broken harness from holding a thread for ever. It
+            // is long, because it runs in real time while the test's own steps may wait for
+            // Swift's cooperative pool on a busy machine.
+            let deadline = Deadline(after: .seconds(600))
             while !gate.waitBlocking(timeout: .milliseconds(50)) {
                 if !connection.isRunning() || deadline.hasPassed { return false }
             }
