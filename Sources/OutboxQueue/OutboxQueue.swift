@@ -25,7 +25,7 @@ public final class OutboxQueue: Sendable {
     private let unwritten = Mutex<[UUID: (serial: UInt64, state: OperationState)]>([:])
     private let serials = Atomic<UInt64>(0)
     /// Requests read ahead (`readAhead(after:)`) for the operation a lane delivers next, taken
-    /// by `nextWork`. A stored request never changes, so an entry cannot go stale; one whose
+    /// by `takeWork`. A stored request never changes, so an entry cannot go stale; one whose
     /// operation went elsewhere (deleted, overtaken) is only memory, and the map is emptied
     /// when it reaches `readAheadLimit`.
     private let readAhead = Mutex<[UUID: OperationRequest]>([:])
@@ -34,6 +34,9 @@ public final class OutboxQueue: Sendable {
     /// body the read is a small part of the exchange anyway.
     private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
+    /// The attempts taken and not ended, and what waits on them; taken only inside the index's
+    /// lock (so a removal and a lane's next pick see the same state), never the other way round.
+    private let book = Mutex(AttemptBook())
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
     private let maxOperations: Int
@@ -134,10 +137,14 @@ public final class OutboxQueue: Sendable {
         }
     }
 
+    /// An operation in progress when the process stopped (its latest record is the mark of an
+    /// attempt that may have been sent) is pending again, attempted (it has a `lastAttemptAt`,
+    /// so it stays its lane's head), and its next attempt is numbered past the marked one.
     private static func restoredState(_ record: borrowing RecoveryRecord) -> QueueIndex<OperationRecords>.IndexedState {
         QueueIndex.IndexedState(status: record.status == .inProgress ? .pending : record.status, retryCount: record.retryCount,
-                                 lastAttemptAt: record.lastAttemptAt, nextAttemptAt: record.nextAttemptAt,
-                                 lastError: record.lastError.map { String(decoding: $0, as: UTF8.self) })
+                                 lastAttemptAt: record.lastAttemptAt,
+                                 nextAttemptAt: record.nextAttemptAt,
+                                 lastError: record.lastError.map { String(decoding: $0, as: UTF8.self) }, attempts: record.attempts)
     }
 
     /// Room to reserve in the index for an estimated `records` at startup: never more than the
@@ -189,8 +196,18 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    /// Writes what is pending and stops the writer (SIGTERM).
+    /// Writes what is pending and stops the writer (SIGTERM). Attempts marked ahead and never
+    /// started are given back first (the replayer has stopped taking any), so that after the
+    /// restart they carry the numbers they would have carried.
     public func close() {
+        index.withLock { index in
+            for entry in index.releaseMarks() {
+                var state = fullState(of: entry)
+                state.status = .pending
+                let serial = holdUnwritten(entry.id, state)
+                append(entry.id, state, serial: serial, deferred: true, written: {})
+            }
+        }
         log.close()
     }
 
@@ -202,7 +219,7 @@ public final class OutboxQueue: Sendable {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
         if !retired.isEmpty {
-            let removed = await delete(retired)
+            let removed = await remove(retired, where: { $0.status == .completed })
             logger.info("retention_removed", ["operations": String(removed)])
         }
         for id in expired {
@@ -245,31 +262,54 @@ public final class OutboxQueue: Sendable {
 
     @discardableResult
     package func delete(_ id: UUID) async -> Bool {
-        guard let entry = index.withLock({ $0.entry(id) }) else { return false }
-        do {
-            _ = try await log.append(.deleted(id))
-        } catch {
-            logger.warn("storage_failed", ["operation": "delete", "id": id.lowercasedText, "error": "\(error)"])
-            return false
-        }
-        let woken = index.withLock { index -> [Origin] in
-            if let removed = index.remove(id) { discard(removed.locator) }
-            return index.takeLanesToWake()
-        }
-        announce(entry, status: "removed")
-        wake(woken)
-        notifyDrainWaiters()
-        return true
+        await remove([id]) == 1
     }
 
-    /// Deletes many at once: the appends run concurrently, so one group commit covers them.
-    private func delete(_ ids: [UUID]) async -> Int {
-        await withTaskGroup(of: Bool.self) { group in
-            for id in ids { group.addTask { await self.delete(id) } }
-            var removed = 0
-            for await done in group where done { removed += 1 }
-            return removed
+    /// Removes those of `ids` that `include` accepts as they are when their removal begins, and
+    /// returns how many went. Each leaves its lane first, under the lock its lane's next pick
+    /// takes, so from then on nothing sends it; one in flight then has its attempt cancelled
+    /// (its exchange closed), and keeps its lane busy until it is gone. Then the `deleted`
+    /// records are written, all appended at once so that one group commit covers them, and
+    /// what was written leaves the index; what could not be written goes back to its lane.
+    private func remove(_ ids: [UUID], where include: (QueueIndex<OperationRecords>.Entry) -> Bool = { _ in true }) async -> Int {
+        let (begun, cancelled) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], [CallCancellation]) in
+            let begun = ids.compactMap { index.beginRemoval($0, where: include) }
+            let withdrawn = book.withLock { book in begun.map { book.withdraw($0.id) } }
+            for (_, mark) in withdrawn { mark?.settle(written: false) }
+            return (begun, withdrawn.compactMap(\.cancellation))
         }
+        for cancellation in cancelled { cancellation.cancel(.removed) }
+        guard !begun.isEmpty else { return 0 }
+        let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Bool], Never>) in
+            let outcomes = Mutex([Bool](repeating: false, count: begun.count))
+            let writes = Countdown { continuation.resume(returning: outcomes.withLock { $0 }) }
+            for (position, entry) in begun.enumerated() {
+                writes.add()
+                log.append(.deleted(entry.id)) { [logger] result in
+                    if case .failure(let error) = result {
+                        logger.warn("storage_failed", ["operation": "delete", "id": entry.id.lowercasedText, "error": "\(error)"])
+                    } else {
+                        outcomes.withLock { $0[position] = true }
+                    }
+                    writes.done()
+                }
+            }
+            writes.done()
+        }
+        let woken = index.withLock { index -> [Origin] in
+            for (entry, written) in zip(begun, results) {
+                if written {
+                    if let removed = index.remove(entry.id) { discard(removed.locator) }
+                } else {
+                    index.abortRemoval(entry.id)
+                }
+            }
+            return index.takeLanesToWake()
+        }
+        for (entry, written) in zip(begun, results) where written { announce(entry, status: "removed") }
+        wake(woken)
+        notifyDrainWaiters()
+        return results.count(where: { $0 })
     }
 
     private func entries(where include: (QueueIndex<OperationRecords>.Entry) -> Bool,
@@ -322,8 +362,9 @@ public final class OutboxQueue: Sendable {
     /// close it, and the last one answers with what it found.
     private func latestBodies(of first: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (response: StoredResponse?, conflict: StoredResponse?) {
-        // An attempt in flight has no bodies, and its state is never written (`markInFlight`).
-        if first.status == .inProgress { return (nil, nil) }
+        // An attempt in flight has no bodies (its state is written only as its mark), and neither
+        // has a pending operation: an attempt that stores one finishes it.
+        if first.status == .inProgress || first.status == .pending { return (nil, nil) }
         var entry = first
         var found: OperationState?
         for _ in 0..<4 {
@@ -342,7 +383,10 @@ public final class OutboxQueue: Sendable {
     private func latestState(of entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (current: OperationState?, stored: OperationState?) {
         func matches(_ candidate: OperationState) -> Bool {
-            candidate.status == entry.status && candidate.retryCount == entry.retryCount
+            // A pending operation's latest record may be the mark of its next attempt, which
+            // holds its state with the status of the attempt.
+            (candidate.status == entry.status || (candidate.status == .inProgress && entry.status == .pending))
+                && candidate.retryCount == entry.retryCount
         }
         if let pending = unwritten.withLock({ $0[entry.id]?.state }), matches(pending) { return (pending, nil) }
         guard let location = entry.locator.state else { return (nil, nil) }
@@ -567,47 +611,161 @@ extension OutboxQueue: QueueGateway {
 // MARK: - The replayer's view
 
 extension OutboxQueue: ReplaySource {
-    package func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
-        let (step, failing) = index.withLock { index -> (LaneStep, [QueueIndex<OperationRecords>.Entry]) in
-            let step = index.nextReady(origin: origin, now: now)
-            return (step, step.dependencyFailed.compactMap { index.entry($0) })
+    package func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
+        enum Step {
+            case take(QueueIndex<OperationRecords>.Take, CallCancellation, AttemptMark?)
+            case failDependent(QueueIndex<OperationRecords>.Entry)
+            case wait(Int64)
+            case idle
         }
-        if let dependent = failing.first {
-            return .failDependent(dependent.id, dependent.state)
-        }
-        switch step.next {
-        case .deliver(let id):
-            guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
-            if let request = readAhead.withLock({ $0.removeValue(forKey: id) }) {
-                return .attempt(id, request, entry.state)
+        let (step, woken) = index.withLock { index -> (Step, [Origin]) in
+            let lane = index.nextReady(origin: origin, now: now)
+            for id in lane.dependencyFailed {
+                if let dependent = index.entry(id) { return (.failDependent(dependent), []) }
             }
-            do {
-                return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
-            } catch {
-                if case .stale = error {
-                    // A compaction moved it a moment ago: the index is about to point at the copy.
-                    return .wait(until: now + 50)
+            switch lane.next {
+            case .deliver(let id):
+                // `record` is writing a state of it: its lane waits for that write, which wakes it.
+                guard !book.withLock({ $0.recording[id] != nil }), let taken = index.take(id, now: now) else { return (.idle, []) }
+                let cancellation = CallCancellation()
+                let mark: AttemptMark? = taken.mark == .written ? nil : AttemptMark()
+                book.withLock { book in
+                    book.cancellations[id] = cancellation
+                    if let mark { book.marks[id] = mark }
                 }
-                // Skipping it would let later operations overtake it, and failing it would give
-                // up on a request that may read fine once the disk recovers: the lane retries,
-                // loudly, until then or until an operator deletes it.
-                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
-                return .wait(until: now + 1000)
+                if taken.mark == .missing {
+                    // The attempt waits for this record: it starts a sync of its own.
+                    appendMark(id, markState(of: taken.entry, number: taken.inProgress.attempts, now: now), deferred: false)
+                }
+                // The lane's next operations, marked behind its outcomes: by the time it reaches
+                // them their marks are on disk.
+                let ahead = index.reserveAhead(after: id, skip: { id in book.withLock { $0.recording[id] != nil } })
+                for entry in ahead { appendMark(entry.id, markState(of: entry, number: entry.attempts, now: now), deferred: true) }
+                return (.take(taken, cancellation, mark), index.takeLanesToWake())
+            case .wait(let until):
+                return (.wait(until), [])
+            case .busy, .idle:
+                return (.idle, [])
             }
+        }
+        switch step {
+        case .idle: return .idle
         case .wait(let until): return .wait(until: until)
-        case .busy, .idle: return .idle
+        case .failDependent(let dependent): return .failDependent(dependent.id, dependent.state)
+        case .take(let taken, let cancellation, let mark):
+            let entry = taken.entry
+            announce(entry.id, taken.inProgress, lane: (entry.origin, entry.orderingKey))
+            wake(woken.filter { $0 != origin })
+            let request: OperationRequest
+            if let readAhead = readAhead.withLock({ $0.removeValue(forKey: entry.id) }) {
+                request = readAhead
+            } else {
+                do {
+                    request = try log.readRequest(at: entry.locator.created)
+                } catch {
+                    // Not sent: the operation goes back as it was, and the lane looks again.
+                    giveBack(entry.id, taken: entry.state, number: taken.inProgress.attempts)
+                    if case .stale = error {
+                        // A compaction moved it a moment ago: the index is about to point at the copy.
+                        return .wait(until: now + 50)
+                    }
+                    // Skipping it would let later operations overtake it, and failing it would give
+                    // up on a request that may read fine once the disk recovers: the lane retries,
+                    // loudly, until then or until an operator deletes it.
+                    logger.error("storage_read_failed", ["id": entry.id.lowercasedText, "error": "\(error)"])
+                    return .wait(until: now + 1000)
+                }
+            }
+            return .attempt(ReplayAttempt(id: entry.id, request: request, taken: entry.state, inProgress: taken.inProgress,
+                                          cancellation: cancellation, mark: mark))
         }
     }
 
+    /// The record saying `entry`'s attempt `number` may start (its mark): its latest state as an
+    /// attempt in flight since `now`. Recovery reads it as an attempt made: pending again,
+    /// attempted, its next attempt numbered `number + 1`.
+    private func markState(of entry: QueueIndex<OperationRecords>.Entry, number: Int, now: Int64) -> OperationState {
+        var state = fullState(of: entry)
+        state.status = .inProgress
+        state.attempts = number
+        state.lastAttemptAt = now
+        state.nextAttemptAt = nil
+        state.response = nil
+        state.conflict = nil
+        return state
+    }
+
+    /// Appends the mark of `id`'s attempt (under the index's lock, so that it lands in the log
+    /// in the order the index saw it), and settles whatever waits on it once it is on disk.
+    private func appendMark(_ id: UUID, _ state: OperationState, deferred: Bool) {
+        let number = state.attempts
+        log.append(.updated(id, state), deferred: deferred) { [self] result in
+            switch result {
+            case .success(let location):
+                let mark = index.withLock { index -> AttemptMark? in
+                    relocate(id, to: location, in: &index)
+                    index.markWritten(id, number: number, written: true)
+                    return book.withLock { $0.marks.removeValue(forKey: id) }
+                }
+                mark?.settle(written: true)
+            case .failure(let error):
+                logger.error("storage_failed", ["operation": "mark", "id": id.lowercasedText, "error": "\(error)"])
+                // A refused append completes at once, inside the index's lock: settle later.
+                Task {
+                    let mark = index.withLock { index -> AttemptMark? in
+                        index.markWritten(id, number: number, written: false)
+                        return book.withLock { $0.marks.removeValue(forKey: id) }
+                    }
+                    mark?.settle(written: false)
+                }
+            }
+        }
+    }
+
+    package func release(_ attempt: ReplayAttempt) {
+        giveBack(attempt.id, taken: attempt.taken, number: attempt.number)
+    }
+
+    /// Puts a taken attempt that was never sent back: pending as it was, its attempt count
+    /// without it, written so that a restart numbers it the same.
+    private func giveBack(_ id: UUID, taken: OperationState, number: Int) {
+        let woken = index.withLock { index -> [Origin] in
+            book.withLock { _ = $0.withdraw(id) }
+            guard index.release(id, taken: taken, number: number), let entry = index.entry(id) else { return [] }
+            var state = fullState(of: entry)
+            state.attempts = number - 1
+            let serial = holdUnwritten(id, state)
+            append(id, state, serial: serial, deferred: true, written: {})
+            return index.takeLanesToWake()
+        }
+        wake(woken)
+    }
+
     package func record(_ id: UUID, _ state: OperationState) async {
-        let location: RecordLocation
+        // Marked as being written, under the lock: no mark for it is appended until this state
+        // is in the index, or it would land after this one on disk with the older state. And
+        // the attempt count as the index has it, which the caller's look may not have seen.
+        var state = state
+        let known = index.withLock { index -> Bool in
+            guard let entry = index.entry(id) else { return false }
+            state.attempts = max(state.attempts, entry.attempts)
+            book.withLock { $0.recording[id, default: 0] += 1 }
+            return true
+        }
+        guard known else { return }
+        let location: RecordLocation?
         do {
             location = try await log.append(.updated(id, state))
         } catch {
             logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
-            return
+            location = nil
         }
         let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
+            book.withLock { book in
+                book.recording[id, default: 1] -= 1
+                if book.recording[id] == 0 { book.recording[id] = nil }
+            }
+            guard let location else { return (index.takeLanesToWake(), nil) }
             // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
             // at recovery anyway.
             guard let entry = index.entry(id) else {
@@ -616,6 +774,7 @@ extension OutboxQueue: ReplaySource {
             }
             Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                        to: &index, logger: logger)
+            if state.status != .inProgress { endAttempt(id) }
             if let superseded = entry.locator.state { log.discard(superseded) }
             return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
@@ -641,9 +800,9 @@ extension OutboxQueue: ReplaySource {
         index.withLock { $0.hasWork(origin: origin, now: now) }
     }
 
-    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `nextWork`
+    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `takeWork`
     /// finds it in memory: the read leaves the time between one response and the next
-    /// request. A failed read is left to `nextWork`, which reads again and reports it.
+    /// request. A failed read is left to `takeWork`, which reads again and reports it.
     package func readAhead(after id: UUID) {
         guard let (next, locator) = index.withLock({ $0.upNext(after: id) }), locator.created.length <= Self.readAheadMaxBytes,
               readAhead.withLock({ $0[next] == nil }) else { return }
@@ -695,16 +854,7 @@ extension OutboxQueue: ReplaySource {
         log.append(.updated(id, state), deferred: deferred) { [self] result in
             switch result {
             case .success(let location):
-                // Later states of the same operation are appended (and complete) after this
-                // one, so the last completion to run carries the newest location. The state
-                // itself is in the index already: only the locator moves.
-                let superseded = index.withLock { index -> RecordLocation? in
-                    var superseded: RecordLocation?
-                    // Deleted meanwhile: the record it supersedes went with the operation.
-                    guard index.relocate(id, { superseded = $0.state; $0.state = location }) else { return location }
-                    return superseded
-                }
-                if let superseded { log.discard(superseded) }
+                index.withLock { relocate(id, to: location, in: &$0) }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }
                 }
@@ -715,14 +865,31 @@ extension OutboxQueue: ReplaySource {
         }
     }
 
+    /// Points `id`'s state at its record just written. Later states of the same operation are
+    /// appended (and complete) after this one, so the last completion to run carries the newest
+    /// location. The state itself is in the index already: only the locator moves.
+    private func relocate(_ id: UUID, to location: RecordLocation, in index: inout QueueIndex<OperationRecords>) {
+        var superseded: RecordLocation?
+        // Deleted meanwhile: the record it supersedes went with the operation.
+        if index.relocate(id, { superseded = $0.state; $0.state = location }) {
+            if let superseded { log.discard(superseded) }
+        } else {
+            log.discard(location)
+        }
+    }
+
     /// Tells the log an operation's records are no longer needed (it was removed).
     private func discard(_ records: OperationRecords) {
         log.discard(records.created)
         if let state = records.state { log.discard(state) }
     }
 
-    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
-        applyNow(id, state, sparing: origin)
+    /// Forgets the attempt of `id` (its outcome is in): called inside the index's lock.
+    private func endAttempt(_ id: UUID) {
+        book.withLock { book in
+            book.cancellations[id] = nil
+            book.marks[id] = nil
+        }
     }
 
     /// Gives the index `state` and announces it; wakes the lanes it changed except those of
@@ -734,6 +901,7 @@ extension OutboxQueue: ReplaySource {
             // Gone meanwhile (an admin delete): a record written for it is then ignored at recovery too.
             guard let lane = index.lane(of: id) else { return ([], nil) }
             Self.apply(state, of: id, to: &index, logger: logger)
+            if state.status != .inProgress { endAttempt(id) }
             return (index.takeLanesToWake(), lane)
         }
         if let lane { announce(id, state, lane: lane) }
@@ -742,6 +910,23 @@ extension OutboxQueue: ReplaySource {
 
     package var originsWithWork: [Origin] {
         index.withLock { index in index.knownOrigins.filter { index.hasQueued(origin: $0) } }
+    }
+}
+
+/// The attempts the queue has handed out and not seen end, kept beside the index and under its
+/// lock: a removal cancels what it finds here.
+private struct AttemptBook {
+    /// How to end each attempt taken and not ended.
+    var cancellations: [UUID: CallCancellation] = [:]
+    /// Attempts waiting for their mark to reach the disk.
+    var marks: [UUID: AttemptMark] = [:]
+    /// Operations whose state `record` is writing (how many writes): no mark is made for them
+    /// and they are not taken until it is in.
+    var recording: [UUID: Int] = [:]
+
+    /// Drops `id`'s attempt and returns its cancellation and the mark it may wait on.
+    mutating func withdraw(_ id: UUID) -> (cancellation: CallCancellation?, mark: AttemptMark?) {
+        (cancellations.removeValue(forKey: id), marks.removeValue(forKey: id))
     }
 }
 
@@ -818,6 +1003,8 @@ extension OutboxQueue: AdminQueueSource {
         }
         // A fresh start (status pending, retryCount 0, error and conflict cleared): an admin retry
         // grants the whole retry budget again, due now.
+        // The attempt count stays (`record` keeps it): the next attempt's number is still higher
+        // than any sent before.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
         guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }
@@ -825,11 +1012,13 @@ extension OutboxQueue: AdminQueueSource {
     }
 
     package func deleteAll(status: OperationStatus?) async -> Int {
-        await delete(entries(where: { _ in true }, status: status).map(\.id))
+        // The status is looked at again as each removal begins: one taken for delivery since the
+        // listing is in flight, no longer pending, and stays.
+        await remove(entries(where: { _ in true }, status: status).map(\.id), where: { status == nil || $0.status == status })
     }
 
     package func prune(createdBefore cutoff: Int64) async -> Int {
-        await delete(entries(where: { $0.createdAt < cutoff }).map(\.id))
+        await remove(entries(where: { $0.createdAt < cutoff }).map(\.id))
     }
 
     package func flush() async {

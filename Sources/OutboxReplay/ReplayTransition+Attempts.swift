@@ -1,21 +1,12 @@
 import OutboxModel
 import OutboxQueue
 
-/// The replay layer's transitions: starting an attempt, applying its outcome, failing behind a
-/// failed dependency. The replayer persists whatever these return.
+/// The replay layer's transitions: applying an attempt's outcome, failing behind a failed
+/// dependency (starting one is the queue's, beside expiry). The replayer persists whatever
+/// these return.
 extension ReplayTransition {
     /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
-
-    /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no
-    /// pending backoff. The attempt's number (`Outbox-Attempt`) is `retryCount + 1`.
-    public static func startAttempt(current: OperationState, now: Int64) -> OperationState {
-        var next = current
-        next.status = .inProgress
-        next.lastAttemptAt = now
-        next.nextAttemptAt = nil
-        return next
-    }
 
     /// The state after an attempt with `outcome` ended at `now` (ms since the epoch).
     ///

@@ -135,10 +135,10 @@ struct ReplayOutcomeTests {
         #expect(attempts == 1)
     }
 
-    @Test("starting an attempt marks it in progress at now and clears the backoff")
+    @Test("starting an attempt marks it in progress at now, clears the backoff and counts it")
     func startAttempt() {
         let state = ReplayTransition.startAttempt(current: OperationState(retryCount: 2, nextAttemptAt: 50), now: 60)
-        #expect(state == OperationState(status: .inProgress, retryCount: 2, lastAttemptAt: 60, nextAttemptAt: nil))
+        #expect(state == OperationState(status: .inProgress, retryCount: 2, lastAttemptAt: 60, nextAttemptAt: nil, attempts: 1))
     }
 
     @Test("operations older than the TTL that are not finished expire", arguments: [
