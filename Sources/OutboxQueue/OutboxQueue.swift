@@ -274,9 +274,10 @@ public final class OutboxQueue: Sendable {
     private func remove(_ ids: [UUID], where include: (QueueIndex<OperationRecords>.Entry) -> Bool = { _ in true }) async -> Int {
         let (begun, cancelled) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], [CallCancellation]) in
             let begun = ids.compactMap { index.beginRemoval($0, where: include) }
-            let withdrawn = book.withLock { book in begun.map { book.withdraw($0.id) } }
-            for (_, mark) in withdrawn { mark?.settle(written: false) }
-            return (begun, withdrawn.compactMap(\.cancellation))
+            // A taken attempt waiting for its mark hears the removal too.
+            let waiting = book.withLock { book in begun.compactMap { book.marks.removeValue(forKey: $0.entry.id) } }
+            for mark in waiting { mark.settle(written: false) }
+            return (begun.map(\.entry), begun.compactMap(\.inFlight))
         }
         for cancellation in cancelled { cancellation.cancel(.removed) }
         guard !begun.isEmpty else { return 0 }
@@ -626,21 +627,23 @@ extension OutboxQueue: ReplaySource {
             switch lane.next {
             case .deliver(let id):
                 // `record` is writing a state of it: its lane waits for that write, which wakes it.
-                guard !book.withLock({ $0.recording[id] != nil }), let taken = index.take(id, now: now) else { return (.idle, []) }
+                guard !isRecording(id) else { return (.idle, []) }
                 let cancellation = CallCancellation()
+                guard let taken = index.take(id, now: now, cancellation: cancellation) else { return (.idle, []) }
                 let mark: AttemptMark? = taken.mark == .written ? nil : AttemptMark()
-                book.withLock { book in
-                    book.cancellations[id] = cancellation
-                    if let mark { book.marks[id] = mark }
-                }
+                if let mark { book.withLock { $0.marks[id] = mark } }
                 if taken.mark == .missing {
                     // The attempt waits for this record: it starts a sync of its own.
                     appendMark(id, markState(of: taken.entry, number: taken.inProgress.attempts, now: now), deferred: false)
                 }
                 // The lane's next operations, marked behind its outcomes: by the time it reaches
                 // them their marks are on disk.
-                let ahead = index.reserveAhead(after: id, skip: { id in book.withLock { $0.recording[id] != nil } })
-                for entry in ahead { appendMark(entry.id, markState(of: entry, number: entry.attempts, now: now), deferred: true) }
+                let ahead = index.reserveAhead(after: id, skip: isRecording)
+                for marked in ahead {
+                    var state = marked.state
+                    if marked.errorCut, let entry = index.entry(marked.id) { state.lastError = fullState(of: entry).lastError }
+                    appendMark(marked.id, markState(state, now: now), deferred: true)
+                }
                 return (.take(taken, cancellation, mark), index.takeLanesToWake())
             case .wait(let until):
                 return (.wait(until), [])
@@ -686,8 +689,14 @@ extension OutboxQueue: ReplaySource {
     /// attempted, its next attempt numbered `number + 1`.
     private func markState(of entry: QueueIndex<OperationRecords>.Entry, number: Int, now: Int64) -> OperationState {
         var state = fullState(of: entry)
-        state.status = .inProgress
         state.attempts = number
+        return markState(state, now: now)
+    }
+
+    /// `state` (the operation's, its attempt count the marked one) as its mark.
+    private func markState(_ state: OperationState, now: Int64) -> OperationState {
+        var state = state
+        state.status = .inProgress
         state.lastAttemptAt = now
         state.nextAttemptAt = nil
         state.response = nil
@@ -730,7 +739,7 @@ extension OutboxQueue: ReplaySource {
     /// without it, written so that a restart numbers it the same.
     private func giveBack(_ id: UUID, taken: OperationState, number: Int) {
         let woken = index.withLock { index -> [Origin] in
-            book.withLock { _ = $0.withdraw(id) }
+            endAttempt(id)
             guard index.release(id, taken: taken, number: number), let entry = index.entry(id) else { return [] }
             var state = fullState(of: entry)
             state.attempts = number - 1
@@ -884,12 +893,18 @@ extension OutboxQueue: ReplaySource {
         if let state = records.state { log.discard(state) }
     }
 
-    /// Forgets the attempt of `id` (its outcome is in): called inside the index's lock.
+    /// Forgets what waits on the attempt of `id` (its outcome is in): called inside the index's
+    /// lock. Its lane drops its cancellation as the operation leaves `inProgress`.
     private func endAttempt(_ id: UUID) {
         book.withLock { book in
-            book.cancellations[id] = nil
-            book.marks[id] = nil
+            // Nearly always empty: no hashing on the path of every delivery.
+            if !book.marks.isEmpty { book.marks[id] = nil }
         }
+    }
+
+    /// Whether `record` is writing a state of `id`: called inside the index's lock.
+    private func isRecording(_ id: UUID) -> Bool {
+        book.withLock { $0.recording.isEmpty ? false : $0.recording[id] != nil }
     }
 
     /// Gives the index `state` and announces it; wakes the lanes it changed except those of
@@ -913,21 +928,14 @@ extension OutboxQueue: ReplaySource {
     }
 }
 
-/// The attempts the queue has handed out and not seen end, kept beside the index and under its
-/// lock: a removal cancels what it finds here.
+/// What waits on the attempts the queue has handed out, kept beside the index and under its
+/// lock (the cancellation of each attempt in flight is its lane's, in the index).
 private struct AttemptBook {
-    /// How to end each attempt taken and not ended.
-    var cancellations: [UUID: CallCancellation] = [:]
     /// Attempts waiting for their mark to reach the disk.
     var marks: [UUID: AttemptMark] = [:]
     /// Operations whose state `record` is writing (how many writes): no mark is made for them
     /// and they are not taken until it is in.
     var recording: [UUID: Int] = [:]
-
-    /// Drops `id`'s attempt and returns its cancellation and the mark it may wait on.
-    mutating func withdraw(_ id: UUID) -> (cancellation: CallCancellation?, mark: AttemptMark?) {
-        (cancellations.removeValue(forKey: id), marks.removeValue(forKey: id))
-    }
 }
 
 // MARK: - The admin API's view

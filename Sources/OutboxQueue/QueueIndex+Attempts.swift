@@ -35,9 +35,10 @@ extension QueueIndex {
     }
 
     /// Takes `id` for delivery at `now` (the head `nextReady` just named): `inProgress` at once,
-    /// its lane busy, numbered by its mark if one was made ahead, else one past its attempts.
-    /// Nil when it is not pending or a removal of it is under way.
-    public mutating func take(_ id: UUID, now: Int64) -> Take? {
+    /// its lane busy, numbered by its mark if one was made ahead, else one past its attempts;
+    /// its lane keeps `cancellation` until the attempt ends (see `beginRemoval`). Nil when it
+    /// is not pending or a removal of it is under way.
+    public mutating func take(_ id: UUID, now: Int64, cancellation: CallCancellation? = nil) -> Take? {
         guard let slot = slot(of: id), records[Int(slot)].status == .pending, !records[Int(slot)].removing else { return nil }
         let entry = entry(at: slot)
         let mark = records[Int(slot)].mark
@@ -45,6 +46,7 @@ extension QueueIndex {
         let inProgress = ReplayTransition.startAttempt(current: entry.state, now: now, number: number)
         // `setStatus` drops the mark from the lane's count.
         apply(IndexedState(inProgress), to: slot)
+        lanes[Int(records[Int(slot)].lane)].attempt = cancellation
         let need: MarkNeed = switch mark {
         case .none: .missing
         case .writing: .writing
@@ -53,12 +55,22 @@ extension QueueIndex {
         return Take(entry: entry, inProgress: inProgress, mark: need)
     }
 
+    /// An operation marked ahead: what its mark record is made of.
+    public struct Marked: Sendable {
+        public var id: UUID
+        /// Its state as the index has it, `attempts` the marked attempt's number.
+        public var state: OperationState
+        /// The index holds its `lastError` cut short (`maxErrorLength`): the whole one is in its
+        /// latest record.
+        public var errorCut: Bool
+    }
+
     /// Marks the next attempt of the operations `id`'s lane delivers next, when fewer than half
     /// of `marksAhead` are marked: up to `marksAhead` of them, in the order the lane delivers
     /// them, leaving out those backing off and those `skip` names. Each one's attempt count goes
     /// up by one now (the mark's number) and it is `writing` until `markWritten`. Returns them:
     /// the caller writes their marks, in this order.
-    public mutating func reserveAhead(after id: UUID, skip: (UUID) -> Bool = { _ in false }) -> [Entry] {
+    public mutating func reserveAhead(after id: UUID, skip: (UUID) -> Bool = { _ in false }) -> [Marked] {
         guard let taken = slot(of: id) else { return [] }
         let lane = Int(records[Int(taken)].lane)
         let room = Self.marksAhead - Int(lanes[lane].marked)
@@ -68,8 +80,11 @@ extension QueueIndex {
         var budget = Self.marksAhead + room
         func consider(_ slot: Int32) -> Bool {
             budget -= 1
-            let record = records[Int(slot)]
-            if record.mark == .none, record.nextAttemptAt == Self.none, !skip(record.id) { chosen.append(slot) }
+            // Read in place: a copy of the record would retain its key and extras.
+            let index = Int(slot)
+            if records[index].mark == .none, records[index].nextAttemptAt == Self.none, !skip(records[index].id) {
+                chosen.append(slot)
+            }
             return chosen.count < room && budget > 0
         }
         let heaps = lanes[lane].heaps
@@ -82,7 +97,13 @@ extension QueueIndex {
             records[Int(slot)].mark = .writing
         }
         lanes[lane].marked += Int32(chosen.count)
-        return chosen.map { entry(at: $0) }
+        return chosen.map { slot in
+            let record = records[Int(slot)]
+            let state = OperationState(status: .pending, retryCount: Int(record.retryCount),
+                                       lastAttemptAt: record.lastAttemptAt == Self.none ? nil : record.lastAttemptAt,
+                                       lastError: record.lastError, attempts: Int(record.attempts))
+            return Marked(id: record.id, state: state, errorCut: (record.lastError?.count ?? 0) >= Self.maxErrorLength)
+        }
     }
 
     /// The mark of `id`'s attempt `number` reached the disk (`written`), or failed to: a mark

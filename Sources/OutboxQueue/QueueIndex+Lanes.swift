@@ -93,6 +93,8 @@ extension QueueIndex {
             records[index].mark = .none
             lanes[lane].marked -= 1
         }
+        // Its attempt ended (or it was removed): the lane's cancellation goes with it.
+        if records[index].status == .inProgress, status != .inProgress { lanes[lane].attempt = nil }
         records[index].status = status
         if let status {
             statusCounts[status.index] += 1

@@ -9,19 +9,24 @@ import OutboxModel
 /// caller cancels its attempt.
 extension QueueIndex {
     /// Starts removing `id` when `include` accepts it as it is now: out of its lane, never taken
-    /// again unless the removal is aborted. Returns it as it was; nil when it is unknown, not
+    /// again unless the removal is aborted. Returns it as it was, and the cancellation of its
+    /// attempt when it is in flight (the caller cancels it); nil when it is unknown, not
     /// accepted, or already being removed.
-    public mutating func beginRemoval(_ id: UUID, where include: (Entry) -> Bool = { _ in true }) -> Entry? {
+    public mutating func beginRemoval(_ id: UUID, where include: (Entry) -> Bool = { _ in true })
+        -> (entry: Entry, inFlight: CallCancellation?)? {
         guard let slot = slot(of: id), !records[Int(slot)].removing else { return nil }
         let entry = entry(at: slot)
         guard include(entry) else { return nil }
         records[Int(slot)].removing = true
-        if records[Int(slot)].placement != .inFlight {
+        let lane = Int(records[Int(slot)].lane)
+        guard records[Int(slot)].placement == .inFlight else {
             // `place` keeps a removing operation out of every lane structure.
             unplace(slot)
             place(slot)
+            return (entry, nil)
         }
-        return entry
+        defer { lanes[lane].attempt = nil }
+        return (entry, lanes[lane].attempt)
     }
 
     /// `id` stays after all (its `deleted` record could not be written): back in its lane at

@@ -302,6 +302,10 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var members = 0
         /// Pending operations of the lane whose next attempt is marked ahead (`MarkState`).
         var marked: Int32 = 0
+        /// How to end the attempt the lane has in flight (`take`): a removal of its operation
+        /// cancels it. Kept here, not in a table by id: a lane has one attempt at a time, and
+        /// the lookup costs nothing on the path of every delivery.
+        var attempt: CallCancellation?
 
         init(origin: UInt32, orderingKey: String?) {
             self.origin = origin

@@ -75,11 +75,12 @@ extension ReplaySource {
 package struct ReplayAttempt: Sendable {
     package var id: UUID
     package var request: OperationRequest
-    /// The state it was taken in (pending), for ``ReplaySource/release(_:)``.
-    package var taken: OperationState
     /// Its state while in flight: `inProgress`, `lastAttemptAt` the take, `attempts` the number
     /// of this attempt (`Outbox-Attempt`). The outcome is computed from it.
     package var inProgress: OperationState
+    /// `lastAttemptAt` before this attempt: with `inProgress`, what ``taken`` is made of (one
+    /// state fewer to copy along with every attempt).
+    private var previousAttemptAt: Int64?
     /// Ends the attempt early: its deadline, a removal of the operation, a stop.
     package var cancellation: CallCancellation
     /// Nil when the record saying this attempt may start is on disk already; else the replayer
@@ -89,11 +90,21 @@ package struct ReplayAttempt: Sendable {
     /// This attempt's number, sent as `Outbox-Attempt`.
     package var number: Int { inProgress.attempts }
 
+    /// The state it was taken in as it is given back (``ReplaySource/release(_:)``): pending,
+    /// due, its attempt count without this attempt.
+    package var taken: OperationState {
+        var state = inProgress
+        state.status = .pending
+        state.lastAttemptAt = previousAttemptAt
+        state.attempts = number - 1
+        return state
+    }
+
     package init(id: UUID, request: OperationRequest, taken: OperationState, inProgress: OperationState,
                  cancellation: CallCancellation = CallCancellation(), mark: AttemptMark? = nil) {
         self.id = id
         self.request = request
-        self.taken = taken
+        previousAttemptAt = taken.lastAttemptAt
         self.inProgress = inProgress
         self.cancellation = cancellation
         self.mark = mark

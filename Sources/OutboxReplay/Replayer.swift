@@ -33,7 +33,7 @@ extension ReplayTransport {
 /// Delivers stored operations: per origin, up to `maxConcurrentPerOrigin` lanes at the same
 /// time, one operation at a time within a lane, in the queue's order, with backoff between
 /// retries; origins replay independently. Which lane goes next is the queue's choice
-/// (`ReplaySource.nextWork`); the replayer only bounds how many attempts run at once.
+/// (`ReplaySource.takeWork`); the replayer only bounds how many attempts run at once.
 ///
 /// Each origin has one scheduling loop. It runs while the origin has work and is online, and
 /// starts a worker whenever a slot is free and the queue names a lane that may go; a worker
@@ -99,8 +99,9 @@ public actor Replayer {
     /// Origins with work recovered at startup whose first probe has not answered yet.
     private var unprobed: Set<Origin> = []
     private var random = SystemRandomNumberGenerator()
-    /// Attempts whose request is being sent, with the time their deadline cancels them.
-    private var sending: [UUID: (cancellation: CallCancellation, deadline: Int64)] = [:]
+    /// Attempts whose request is being sent, with the time their deadline cancels them: a few
+    /// (the slots in use), so a list, looked through by identity, costs less than a table by id.
+    private var sending: [(cancellation: CallCancellation, deadline: Int64)] = []
     /// The one timer that cancels the sends past their deadline, and the time it fires; none
     /// while nothing is being sent (one for every send would be a task per operation).
     private var deadlineTimer: (at: Int64, task: Task<Void, Never>)?
@@ -381,7 +382,7 @@ public actor Replayer {
         sendStarted(attempt)
         let result = await client.send(to: origin, head: head, body: request.body, maxResponseBytes: Self.maxStoredResponseBytes,
                                        cancellation: attempt.cancellation, whileInFlight: { source.readAhead(after: id) })
-        sendEnded(id)
+        sendEnded(attempt.cancellation)
         attempt.cancellation.callEnded()
         let finished = now()
         let outcome: AttemptOutcome
@@ -443,13 +444,13 @@ public actor Replayer {
     /// Notes `attempt` as being sent, and makes sure the deadline timer fires by its deadline.
     private func sendStarted(_ attempt: ReplayAttempt) {
         let deadline = now() + attemptTimeoutMillis
-        sending[attempt.id] = (attempt.cancellation, deadline)
+        sending.append((attempt.cancellation, deadline))
         if let timer = deadlineTimer, timer.at <= deadline { return }
         armDeadlineTimer(at: deadline)
     }
 
-    private func sendEnded(_ id: UUID) {
-        sending[id] = nil
+    private func sendEnded(_ cancellation: CallCancellation) {
+        if let index = sending.firstIndex(where: { $0.cancellation === cancellation }) { sending.remove(at: index) }
     }
 
     private func armDeadlineTimer(at deadline: Int64) {
@@ -470,7 +471,7 @@ public actor Replayer {
         deadlineTimer = nil
         let now = now()
         var next: Int64?
-        for send in sending.values where !send.cancellation.isCancelled {
+        for send in sending where !send.cancellation.isCancelled {
             if send.deadline <= now {
                 send.cancellation.cancel(.deadline(seconds: attemptTimeoutSeconds))
             } else {
@@ -502,7 +503,7 @@ public actor Replayer {
     }
 
     private func cancelInFlight(_ reason: CallCancellation.Reason) {
-        for send in sending.values { send.cancellation.cancel(reason) }
+        for send in sending { send.cancellation.cancel(reason) }
     }
 }
 

@@ -162,7 +162,8 @@ struct QueueIndexAttemptTests {
         var index = QueueIndex<Int>()
         for n in 1...3 { try F.insert(&index, n) }
         let begun = index.beginRemoval(F.id(1))
-        #expect(begun?.id == F.id(1))
+        #expect(begun?.entry.id == F.id(1))
+        #expect(begun?.inFlight == nil)
         let twice = index.beginRemoval(F.id(1))
         #expect(twice == nil, "a removal under way began twice")
         let taken = index.take(F.id(1), now: 0)
@@ -189,18 +190,30 @@ struct QueueIndexAttemptTests {
         #expect(index.entry(F.id(1))?.status == .inProgress)
     }
 
-    @Test("an operation in flight when its removal begins keeps its lane busy until it is gone")
+    @Test("an operation in flight when its removal begins hands over its attempt's cancellation, and keeps its lane busy until it is gone")
     func inFlightRemovalKeepsTheLaneBusy() throws {
         var index = QueueIndex<Int>()
         try F.insert(&index, 1)
         try F.insert(&index, 2)
-        try Self.take(&index, 1, now: 0)
+        let cancellation = CallCancellation()
+        _ = index.take(F.id(1), now: 0, cancellation: cancellation)
         let begun = index.beginRemoval(F.id(1))
-        #expect(begun?.status == .inProgress)
+        #expect(begun?.entry.status == .inProgress)
+        #expect(begun?.inFlight === cancellation, "the attempt in flight was not handed over to be cancelled")
         let step = index.nextReady(origin: F.originA, now: 0)
         #expect(step.next == .busy)
         index.remove(F.id(1))
         #expect(Self.next(&index) == 2)
+    }
+
+    @Test("an attempt that ended leaves nothing to cancel")
+    func endedAttemptLeavesNoCancellation() throws {
+        var index = QueueIndex<Int>()
+        try F.insert(&index, 1)
+        _ = index.take(F.id(1), now: 0, cancellation: CallCancellation())
+        try F.setStatus(&index, 1, .completed)
+        let begun = index.beginRemoval(F.id(1))
+        #expect(begun != nil && begun?.inFlight == nil)
     }
 
     @Test("an in-flight operation whose removal failed is pending again, attempted, and goes first")
