@@ -40,22 +40,6 @@ need_tools wrk curl python3
 need_free_ports "$OBX_PORT" "$DOWN_PORT"
 select_binaries
 
-start_outbox() {  # binary, data dir; sets OBX_PID
-  local t0=$SECONDS
-  : >"$RUN/outbox.err"
-  "$1" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$DOWN_PORT" --data-dir "$2" \
-    --log-level warn >/dev/null 2>"$RUN/outbox.err" &
-  OBX_PID=$!
-  until grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null; do
-    kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; die "outbox exited before listening"; }
-    ((SECONDS - t0 < START_TIMEOUT)) || die "outbox not listening after ${START_TIMEOUT}s"
-    sleep 0.01
-  done
-}
-stop_outbox() { kill -TERM "$OBX_PID"; wait "$OBX_PID" 2>/dev/null || true; OBX_PID=; }
-pending() {
-  curl -s "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; print(json.load(sys.stdin)['counts']['pending'])"
-}
 ticks() { awk '{print $14 + $15}' "/proc/$OBX_PID/stat"; }
 
 declare -a LINES=()

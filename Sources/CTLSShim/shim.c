@@ -6,11 +6,40 @@
 
 static const unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
+// TLS 1.2 suites: forward-secret AEAD only, ECDHE with AES-GCM or ChaCha20-Poly1305, in
+// Mozilla's "intermediate" order, without its finite-field DHE suites (SPEC §7.1 asks for
+// ECDHE). No static-RSA key exchange, no CBC. TLS 1.3's suites are set apart
+// (SSL_CTX_set_ciphersuites) and stay OpenSSL's defaults, all of them AEAD.
+static const char tls12_ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
 int ctlsshim_ctx_configure(SSL_CTX *ctx) {
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return 0;
+    if (SSL_CTX_set_cipher_list(ctx, tls12_ciphers) != 1) return 0;
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
     return 1;
+}
+
+void ctlsshim_ctx_match_names_in_san_only(SSL_CTX *ctx) {
+    // OpenSSL's default checks the subject's CN when a certificate has no DNS subjectAltName;
+    // RFC 9525 §6.3 forbids that fallback. Partial wildcards (`a*.example.com`) are refused as
+    // RFC 9525 §6.3 asks too. The SSL objects made from ctx inherit these flags.
+    X509_VERIFY_PARAM_set_hostflags(SSL_CTX_get0_param(ctx),
+                                    X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+}
+
+static int refuse_server_name(SSL *ssl, int *alert, void *arg) {
+    (void)ssl;
+    (void)arg;
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+void ctlsshim_ctx_refuse_every_server_name(SSL_CTX *ctx) {
+    SSL_CTX_set_tlsext_servername_callback(ctx, refuse_server_name);
 }
 
 int ctlsshim_set_server_name(SSL *ssl, const char *name) {

@@ -119,8 +119,11 @@ package struct AdminAPI: Sendable {
                 guard await queue.delete(uuid) else { throw .noOperation(id) }
                 return Response(status: 204, body: .null)
             }
-            guard let (snapshot, stored) = queue.detail(uuid) else { throw .noOperation(id) }
-            return Response(status: 200, body: detail(snapshot, stored))
+            // The first pass over the body, while the queue checks its record piece by piece:
+            // text or base64, and how long. The view then streams it (SPEC §6).
+            var scan = BodyJSONForm.Scan()
+            guard let view = queue.view(uuid, visitingBody: { scan.add($0) }) else { throw .noOperation(id) }
+            return Response(status: 200, streamed: detail(view, bodyForm: scan.form, pretty: request.pretty))
         case .retry(let id):
             guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
             switch await queue.retry(uuid) {
@@ -132,10 +135,10 @@ package struct AdminAPI: Sendable {
                 throw .notRetryable(id: id, status: status)
             }
         case .prune:
-            guard let text = request.query["olderThanSeconds"], let seconds = Double(text), seconds >= 0, seconds.isFinite else {
-                throw .invalid(field: "olderThanSeconds", expected: "a number of seconds ≥ 0")
+            guard let seconds = try Self.seconds(request.query, "olderThanSeconds") else {
+                throw .invalid(field: "olderThanSeconds", expected: CheckedNumber.describe(0...CheckedNumber.maxSeconds, unit: "seconds"))
             }
-            let removed = await queue.prune(createdBefore: WallClock.millis() - Int64(seconds * 1000))
+            let removed = await queue.prune(createdBefore: WallClock.millis() - WallClock.milliseconds(seconds))
             return Response(status: 200, body: .object([("removed", .int(removed))]))
         case .flush:
             await queue.flush()
@@ -161,32 +164,26 @@ package struct AdminAPI: Sendable {
         case .connectivity where reading:
             return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
         case .connectivity:
-            guard let document = try? JSONReader.parse(request.body), case .object(let members) = document,
-                  case .string(let mode)? = members.first(where: { $0.key == "mode" })?.value else {
-                throw .invalid(field: "body", expected: #"{"mode":"offline"} or {"mode":"auto"}"#)
+            let expected = #"{"mode":"offline"} or {"mode":"auto"}"#
+            guard case .object(let members) = try Self.document(request.body, expected: expected),
+                  let value = members.first(where: { $0.key == "mode" })?.value else {
+                throw .invalid(field: "body", expected: expected)
             }
-            guard mode == "offline" || mode == "auto" else {
-                throw .invalid(field: "mode", expected: "offline or auto", got: mode)
+            // A number or anything else where the mode belongs is the mode's fault, not the body's.
+            guard case .string(let mode) = value, mode == "offline" || mode == "auto" else {
+                throw .invalid(field: "mode", expected: "offline or auto", got: NumberError.shortened(value.stringValue ?? value.rendered()))
             }
             queue.setForcedOffline(mode == "offline")
             return Response(status: 200, body: .object([("mode", .string(mode))]))
         case .drain:
-            let timeout = Double(request.query["timeoutSeconds"] ?? "30")
-            guard let timeout, timeout >= 0, timeout <= 3600 else {
-                throw .invalid(field: "timeoutSeconds", expected: "a number of seconds from 0 to 3600")
-            }
+            let timeout = try Self.seconds(request.query, "timeoutSeconds", atMost: 3600) ?? 30
             let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
             return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
         }
     }
 
     private func addFault(_ body: [UInt8]) throws(AdminError) -> Response {
-        let document: JSON
-        do {
-            document = try JSONReader.parse(body)
-        } catch {
-            throw .invalid(field: "body", expected: "a JSON fault rule (\(error))")
-        }
+        let document = try Self.document(body, expected: "a JSON fault rule")
         let rule: FaultRule
         do {
             rule = try FaultRule.parse(document, now: WallClock.millis(), makeID: { UUID().lowercasedText },
@@ -194,8 +191,23 @@ package struct AdminAPI: Sendable {
         } catch {
             throw .invalid(field: error.field, expected: error.expected)
         }
-        guard faults.add(rule) else { throw .faultExists(rule.id) }
+        switch faults.add(rule) {
+        case .added: break
+        case .idTaken: throw .faultExists(rule.id)
+        case .full: throw .faultLimit(FaultBook.maxRules)
+        }
         return Response(status: 201, body: faults.rendered(rule.id) ?? .null)
+    }
+
+    /// A request body as JSON; a `400` naming `body`, or the member whose value is no number
+    /// the reader takes (`"times": NaN`, `"times": 99999999999999999999`), when it is not.
+    static func document(_ body: [UInt8], expected: String) throws(AdminError) -> JSON {
+        do {
+            return try JSONReader.parse(body)
+        } catch {
+            guard let path = error.path else { throw .invalid(field: "body", expected: "\(expected) (\(error))") }
+            throw .invalid(field: path, expected: "a JSON number in range (\(error))")
+        }
     }
 
     private func status() -> JSON {
@@ -211,6 +223,7 @@ package struct AdminAPI: Sendable {
                 ])
             })),
             ("counts", .object(countMembers())),
+            ("storage", .object([("damagedRecords", .int(queue.storageDamagedRecords))])),
             ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
             ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
             ("version", .string(version)),
@@ -232,10 +245,32 @@ package struct AdminAPI: Sendable {
         return status
     }
 
+    /// The query parameter `name` as an integer in `range` (`CheckedNumber`'s rules); nil when
+    /// absent, a `400` naming it when it is anything but such an integer (empty included).
+    static func integer(_ query: [String: String], _ name: String, in range: ClosedRange<Int>) throws(AdminError) -> Int? {
+        guard let text = query[name] else { return nil }
+        do {
+            return try CheckedNumber.integer(text, in: range)
+        } catch {
+            throw .invalid(field: name, expected: error.expected, got: error.found)
+        }
+    }
+
+    /// The query parameter `name` as seconds from 0 to `maximum`; nil when absent, a `400`
+    /// naming it otherwise (NaN, `inf`, `1e300`, `-1`, `0x10` and empty included).
+    static func seconds(_ query: [String: String], _ name: String,
+                        atMost maximum: Double = CheckedNumber.maxSeconds) throws(AdminError) -> Double? {
+        guard let text = query[name] else { return nil }
+        do {
+            return try CheckedNumber.seconds(text, atMost: maximum)
+        } catch {
+            throw .invalid(field: name, expected: error.expected, got: error.found)
+        }
+    }
+
     private func listOperations(_ query: [String: String]) throws(AdminError) -> Response {
         let status = try Self.statusFilter(query)
-        let limit = Int(query["limit"] ?? "100") ?? -1
-        guard (1...1000).contains(limit) else { throw .invalid(field: "limit", expected: "an integer from 1 to 1000") }
+        let limit = try Self.integer(query, "limit", in: 1...1000) ?? 100
         var after: UUID?
         if let text = query["after"], !text.isEmpty {
             guard let cursor = UUID(uuidString: text) else { throw .invalid(field: "after", expected: "an operation id") }
@@ -278,13 +313,32 @@ package struct AdminAPI: Sendable {
         scheduled.map { max($0, now) }
     }
 
-    private func detail(_ op: OperationSnapshot, _ stored: OperationRequest) -> JSON {
+    /// The view of one operation, its bodies written piece by piece: the request's from the log
+    /// (in `bodyForm`), the response's and conflict's (at most 1 MiB each) from memory.
+    private func detail(_ view: OperationView, bodyForm: BodyJSONForm, pretty: Bool) -> StreamedJSON {
+        let op = view.snapshot
+        var texts: [String: StreamedJSON.Text] = [:]
+        func streamed(_ source: any ByteSource, _ form: BodyJSONForm) -> (String, JSON) {
+            let placeholder = StreamedJSON.placeholder(texts.count)
+            texts[placeholder] = StreamedJSON.Text(source: source, form: form)
+            return (form.key, .string(placeholder))
+        }
+        func responseDocument(_ response: StoredResponse) -> JSON {
+            var members: [(String, JSON)] = [("status", .int(response.status)), ("headers", headers(response.headers))]
+            if let size = response.omittedBodySize {
+                // Too large to keep (over 1 MiB): said so, never shown cut.
+                members += [("bodyOmitted", .bool(true)), ("bodySize", .int(size))]
+            } else {
+                members.append(streamed(response.body, BodyJSONForm(of: response.body)))
+            }
+            return .object(members)
+        }
         var members = commonMembers(op)
-        members.insert(("headers", headers(stored.headers)), at: 5)
-        members.insert(body(stored.body), at: 6)
-        members.append(("response", op.state.response.map { responseDocument($0) } ?? .null))
-        members.append(("conflict", op.state.conflict.map { responseDocument($0) } ?? .null))
-        return .object(members)
+        members.insert(("headers", headers(view.headers)), at: 5)
+        members.insert(streamed(view.body, bodyForm), at: 6)
+        members.append(("response", op.state.response.map(responseDocument) ?? .null))
+        members.append(("conflict", op.state.conflict.map(responseDocument) ?? .null))
+        return StreamedJSON(.object(members), pretty: pretty, trailer: "\n", texts: texts)
     }
 
     /// `[name, value]` pairs in order; `redactHeaders` shown as "[redacted]". The stored
@@ -293,15 +347,5 @@ package struct AdminAPI: Sendable {
         .array(headers.map { field in
             .array([.string(field.name), .string(redactHeaders.contains(field.name.lowercased()) ? "[redacted]" : field.value)])
         })
-    }
-
-    private func body(_ bytes: [UInt8]) -> (String, JSON) {
-        if let text = String(validating: bytes, as: UTF8.self) { return ("body", .string(text)) }
-        return ("bodyBase64", .string(Data(bytes).base64EncodedString()))
-    }
-
-    private func responseDocument(_ response: StoredResponse) -> JSON {
-        let (key, value) = body(response.body)
-        return .object([("status", .int(response.status)), ("headers", headers(response.headers)), (key, value)])
     }
 }

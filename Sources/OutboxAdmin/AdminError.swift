@@ -14,6 +14,9 @@ package enum AdminError: Error, Equatable, Sendable {
     case tokenRequired
     /// No admin token is set and the peer is not on loopback.
     case notLoopback
+    /// No admin token is set and the request came through a proxy (`Via` or `Forwarded`):
+    /// its loopback peer says nothing about who sent it.
+    case proxied
     /// The `Host` is neither a loopback name nor the listen address: a DNS-rebound name.
     case foreignHost(String)
     /// A browser page from another site (`Origin`) is calling.
@@ -30,16 +33,18 @@ package enum AdminError: Error, Equatable, Sendable {
     case noFault(String)
     /// A fault rule with this id exists already.
     case faultExists(String)
+    /// The fault book holds its maximum of rules (SPEC §6): nothing was added.
+    case faultLimit(Int)
 
     /// The table: one status and one code per case.
     package var status: Int {
         switch self {
         case .invalid: 400
         case .tokenRequired: 401
-        case .notLoopback, .foreignHost, .crossSiteOrigin: 403
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: 403
         case .noEndpoint, .noOperation, .noFault: 404
         case .methodNotAllowed: 405
-        case .notRetryable, .faultExists: 409
+        case .notRetryable, .faultExists, .faultLimit: 409
         }
     }
 
@@ -47,10 +52,11 @@ package enum AdminError: Error, Equatable, Sendable {
         switch self {
         case .invalid: "bad_request"
         case .tokenRequired: "unauthorized"
-        case .notLoopback, .foreignHost, .crossSiteOrigin: "forbidden"
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: "forbidden"
         case .noEndpoint, .noOperation, .noFault: "not_found"
         case .methodNotAllowed: "method_not_allowed"
         case .notRetryable, .faultExists: "conflict"
+        case .faultLimit: "fault_limit"
         }
     }
 
@@ -60,12 +66,14 @@ package enum AdminError: Error, Equatable, Sendable {
             "\(field): expected \(expected)" + (got.map { ", got \"\($0)\"" } ?? "")
         case .tokenRequired: "admin requests need Authorization: Bearer <admin.token>"
         case .notLoopback: "without admin.token the admin API answers loopback clients only"
-        case .foreignHost(let host): "Host \(host) is not a loopback name or the listen address"
+        case .proxied: "without admin.token the admin API answers loopback clients only, not requests that came through a proxy (Via or Forwarded)"
+        case .foreignHost(let host): "Host \(host) is not localhost, a 127.x.x.x or [::1] literal, or the listen address"
         case .crossSiteOrigin(let origin): "cross-site admin request from Origin \(origin)"
         case .noEndpoint(let method, let path): "no admin endpoint \(method) \(path)"
         case .noOperation(let id): "no operation \(id)"
         case .noFault(let id): "no fault rule \(id)"
         case .faultExists(let id): "a fault rule with id \(id) exists; remove it first or choose another id"
+        case .faultLimit(let limit): "at most \(limit) fault rules; remove some first (DELETE /admin/faults/{id} or /admin/faults)"
         case .methodNotAllowed(let allow): "use \(allow.joined(separator: ", "))"
         case .notRetryable(let id, let status):
             "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried"

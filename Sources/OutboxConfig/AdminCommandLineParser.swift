@@ -108,7 +108,7 @@ enum AdminCommandLineParser {
     /// `-1` and `-0.5` are values, not flags: a negative number is refused by the range check
     /// with a message naming it, instead of reading as a missing value.
     private static func isNumber(_ text: String) -> Bool {
-        Double(text) != nil
+        CheckedNumber.isDecimal(text.utf8)
     }
 
     /// The given flag values, taken out one at a time and checked.
@@ -119,21 +119,28 @@ enum AdminCommandLineParser {
             values.removeValue(forKey: name)
         }
 
+        // Numbers go through CheckedNumber: plain decimal only (no `0x10`, `nan`, `inf`, `1_000`),
+        // finite, in range; the usage error names the flag.
         mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
             guard let text = take(name) else { return nil }
-            guard let value = Int(text), range.contains(value) else {
-                throw UsageError("\(name): expected an integer from \(range.lowerBound) to \(range.upperBound), got \(JSON.quoted(text))")
+            do {
+                return try CheckedNumber.integer(text, in: range)
+            } catch {
+                throw Self.usage(name, error)
             }
-            return value
         }
 
         mutating func number(_ name: String, in range: ClosedRange<Double>) throws(UsageError) -> Double? {
             guard let text = take(name) else { return nil }
-            guard let value = Double(text), value.isFinite, range.contains(value) else {
-                throw UsageError("\(name): expected a number from \(JSON.numberText(range.lowerBound)) to "
-                                 + "\(JSON.numberText(range.upperBound)), got \(JSON.quoted(text))")
+            do {
+                return try CheckedNumber.number(text, in: range)
+            } catch {
+                throw Self.usage(name, error)
             }
-            return value
+        }
+
+        private static func usage(_ name: String, _ error: NumberError) -> UsageError {
+            UsageError("\(name): expected \(error.expected), got \(JSON.quoted(error.found))")
         }
 
         mutating func operationsFilter() throws(UsageError) -> AdminCommand.OperationsFilter {

@@ -4,9 +4,8 @@ import OutboxModel
 /// the key it rejects (`queue.methods[1]: expected string`). Type mismatches read
 /// `expected <type>`; range and syntax mismatches add what was found (`got 0`, `got "x"`).
 struct ConfigField {
-    /// The largest `…Seconds` value: about 31 years, far beyond any useful timeout, and small
-    /// enough that converting it to nanoseconds in an `Int64` cannot overflow.
-    static let maxSeconds: Double = 1_000_000_000
+    /// The largest `…Seconds` value (`CheckedNumber.maxSeconds`, about 31 years).
+    static let maxSeconds = CheckedNumber.maxSeconds
 
     let path: String
     let value: JSON
@@ -88,33 +87,45 @@ struct ConfigField {
 
     // MARK: Range-checked values
 
+    // The type is checked first (`1.5` and `"5"` read `expected integer`), then the value goes
+    // through `CheckedNumber`, the one checked conversion every number from outside takes;
+    // `expectation` words the range in this file's style (`integer >= 1`, `port 1-65535`).
+
     func integer(atLeast minimum: Int) throws(ConfigError) -> Int {
-        let number = try integer()
-        guard number >= minimum else { throw invalid("integer >= \(minimum)") }
-        return number
+        try integer(in: minimum...Int.max, "integer >= \(minimum)")
+    }
+
+    func integer(in range: ClosedRange<Int>, _ expectation: String) throws(ConfigError) -> Int {
+        _ = try integer()
+        do {
+            return try CheckedNumber.integer(value, in: range)
+        } catch {
+            throw invalid(expectation)
+        }
+    }
+
+    func number(in range: ClosedRange<Double>, _ expectation: String) throws(ConfigError) -> Double {
+        _ = try number()
+        do {
+            return try CheckedNumber.number(value, in: range)
+        } catch {
+            throw invalid(expectation)
+        }
     }
 
     /// A duration in seconds: finite, 0...maxSeconds, fractions allowed (`0.2`).
     func seconds() throws(ConfigError) -> Double {
-        let number = try number()
-        guard number.isFinite, number >= 0, number <= Self.maxSeconds else {
-            throw invalid("seconds between 0 and \(JSON.numberText(Self.maxSeconds))")
-        }
-        return number
+        try number(in: 0...Self.maxSeconds, "seconds between 0 and \(JSON.numberText(Self.maxSeconds))")
     }
 
     func port() throws(ConfigError) -> Int {
-        let number = try integer()
-        guard (1...65535).contains(number) else { throw invalid("port 1-65535") }
-        return number
+        try integer(in: 1...65535, "port 1-65535")
     }
 
     func statuses() throws(ConfigError) -> [Int] {
         var statuses: [Int] = []
         for element in try array() {
-            let status = try element.integer()
-            guard (100...599).contains(status) else { throw element.invalid("status 100-599") }
-            statuses.append(status)
+            statuses.append(try element.integer(in: 100...599, "status 100-599"))
         }
         return statuses
     }

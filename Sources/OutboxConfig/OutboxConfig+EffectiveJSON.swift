@@ -44,6 +44,7 @@ extension OutboxConfig {
                 ("probePath", .string(reachability.probePath)),
                 ("connectTimeoutSeconds", .double(reachability.connectTimeoutSeconds)),
                 ("responseTimeoutSeconds", .double(reachability.responseTimeoutSeconds)),
+                ("forgetAfterSeconds", .double(reachability.forgetAfterSeconds)),
             ])),
             ("idempotency", .object([
                 ("header", .string(idempotency.header)),
@@ -70,6 +71,7 @@ extension OutboxConfig {
                 ("headerTimeoutSeconds", .double(limits.headerTimeoutSeconds)),
                 ("idleTimeoutSeconds", .double(limits.idleTimeoutSeconds)),
                 ("maxConnections", .int(limits.maxConnections)),
+                ("bodyMemoryBytes", .int(limits.bodyMemoryBytes)),
                 ("shutdownTimeoutSeconds", .double(limits.shutdownTimeoutSeconds)),
             ])),
         ]

@@ -1,3 +1,5 @@
+import OutboxModel
+
 extension OutboxConfig {
     /// A list of host patterns as `allowedHosts` and `tls.intercept.hosts` write them: `*`
     /// matches every host, `*.example.com` matches `api.example.com` and `a.b.example.com` but
@@ -12,15 +14,20 @@ extension OutboxConfig {
         }
 
         public func matches(_ host: String) -> Bool {
-            var name = host.lowercased()
-            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-            if name.hasSuffix(".") { name.removeLast() }
+            let name = HostSyntax.matchingForm(host)
             guard !name.isEmpty else { return false }
             return patterns.contains { entry in
                 if entry == "*" { return true }
                 if entry.hasPrefix("*.") { return name.hasSuffix(entry.dropFirst()) && name.count > entry.count - 1 }
                 return entry == name
             }
+        }
+
+        /// The entries that name one host exactly (neither `*` nor `*.suffix`), in the form
+        /// ``matches(_:)`` compares (`HostSyntax.matchingForm`): the hosts a forward request may
+        /// reach at a loopback, link-local or unspecified address when `listen` is not loopback.
+        public var exactNames: Set<String> {
+            Set(patterns.filter { !$0.hasPrefix("*") })
         }
     }
 }

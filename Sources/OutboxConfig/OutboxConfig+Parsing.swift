@@ -12,14 +12,18 @@ extension OutboxConfig {
     /// 1...1000, ports 1...65535 (`listen` and `admin.listen` 0...65535). `allowedHosts` entries are stored
     /// lowercased and `redactHeaders` lowercased. Duplicate keys are a JSON error.
     /// Members are checked in document order and the first problem is reported; invalid JSON
-    /// reads `invalid JSON at line L, column C: …`. `null` is accepted only where it is a value
+    /// reads `invalid JSON at line L, column C: …`, after the key path when the fault is in a
+    /// member's value (`retry.maxRetries: invalid JSON at line 1, column 26: unexpected 'N', …`). `null` is accepted only where it is a value
     /// (`upstream`, `reachability.probePath`, `admin.listen`, `admin.token`, the `tls` file paths), not as "use the default".
     public static func parse(json: [UInt8]) throws(ConfigError) -> OutboxConfig {
         let document: JSON
         do {
             document = try JSONReader.parse(json)
         } catch {
-            throw ConfigError("invalid JSON at line \(error.line), column \(error.column): \(error.reason)")
+            // A value that is not JSON (`NaN`, `0x10`) or a number too large to read is still
+            // a problem of its key: name it first, as every other config error does.
+            let problem = "invalid JSON at line \(error.line), column \(error.column): \(error.reason)"
+            throw ConfigError(error.path.map { "\($0): \(problem)" } ?? problem)
         }
         guard case .object = document else { throw ConfigError("expected a JSON object at the top level") }
         var config = OutboxConfig()
@@ -118,9 +122,8 @@ extension OutboxConfig.Retry {
             case "maxRetries": maxRetries = try field.integer(atLeast: 0)
             case "baseDelaySeconds": baseDelaySeconds = try field.seconds()
             case "multiplier":
-                multiplier = try field.number()
                 // Below 1 the "backoff" would shrink; it is surely a typo for a growth factor.
-                guard multiplier >= 1, multiplier <= 1_000 else { throw field.invalid("number 1-1000") }
+                multiplier = try field.number(in: 1...1_000, "number 1-1000")
             case "maxDelaySeconds": maxDelaySeconds = try field.seconds()
             case "jitter": jitter = try field.bool()
             case "retryableStatuses": retryableStatuses = try field.statuses()
@@ -139,6 +142,7 @@ extension OutboxConfig.ReachabilitySettings {
             case "probePath": probePath = try field.probePath()
             case "connectTimeoutSeconds": connectTimeoutSeconds = try field.seconds()
             case "responseTimeoutSeconds": responseTimeoutSeconds = try field.seconds()
+            case "forgetAfterSeconds": forgetAfterSeconds = try field.seconds()
             default: throw field.unknownKey()
             }
         }
@@ -222,6 +226,7 @@ extension OutboxConfig.Limits {
             case "headerTimeoutSeconds": headerTimeoutSeconds = try field.seconds()
             case "idleTimeoutSeconds": idleTimeoutSeconds = try field.seconds()
             case "maxConnections": maxConnections = try field.integer(atLeast: 1)
+            case "bodyMemoryBytes": bodyMemoryBytes = try field.integer(atLeast: 0)
             case "shutdownTimeoutSeconds": shutdownTimeoutSeconds = try field.seconds()
             default: throw field.unknownKey()
             }

@@ -81,6 +81,9 @@ public struct OutboxConfig: Sendable, Equatable {
         public var connectTimeoutSeconds: Double = 2
         /// Longest wait for a response head once the request is sent.
         public var responseTimeoutSeconds: Double = 30
+        /// An origin with nothing stored is forgotten (its status, its metric series) after
+        /// this long without traffic; origins with stored work are kept and probed.
+        public var forgetAfterSeconds: Double = 300
         /// The documented defaults.
         public init() {}
     }
@@ -148,6 +151,9 @@ public struct OutboxConfig: Sendable, Equatable {
         public var idleTimeoutSeconds: Double = 60
         /// Most client connections open at once (≥ 1).
         public var maxConnections = 4096
+        /// Request-body bytes all exchanges together keep in memory (≥ 0); bodies beyond it
+        /// are kept in spill files in `dataDirectory` until the upstream answers.
+        public var bodyMemoryBytes = 67_108_864
         /// Extension key: longest wait for in-flight exchanges after SIGTERM/SIGINT.
         public var shutdownTimeoutSeconds: Double = 10
         /// The documented defaults plus `shutdownTimeoutSeconds` 10.

@@ -71,6 +71,9 @@ enum AdminRendering {
                 lines.append("\(key): HTTP \(value["status"]?.intValue ?? 0)")
                 if let body = value["body"]?.stringValue, !body.isEmpty { lines.append("  " + body) }
                 if let body = value["bodyBase64"]?.stringValue { lines.append("  (base64) " + body) }
+                if value["bodyOmitted"]?.boolValue == true {
+                    lines.append("  (body of \(value["bodySize"]?.intValue.map(String.init) ?? "?") bytes not kept: over 1 MiB)")
+                }
             default:
                 lines.append("\(key): \(scalar(value))")
             }

@@ -59,13 +59,29 @@ package final class FaultBook: Sendable {
         }
     }
 
-    /// Adds `rule`; false when a rule with its id exists.
-    package func add(_ rule: FaultRule) -> Bool {
+    /// The most rules the book holds (SPEC §6): every upstream request scans them under one
+    /// lock, and each costs memory, so a script adding rules in a loop must not grow either
+    /// without end.
+    package static let maxRules = 1_000
+
+    /// What `add` did.
+    package enum Addition: Sendable, Equatable {
+        case added
+        /// A rule with this id exists; nothing was added.
+        case idTaken
+        /// The book holds `maxRules` rules; nothing was added.
+        case full
+    }
+
+    /// Adds `rule` unless its id is taken or the book is full. Exhausted and ended rules count
+    /// until they are removed: they stay listed with their counters.
+    package func add(_ rule: FaultRule) -> Addition {
         entries.withLock { entries in
-            guard !entries.contains(where: { $0.rule.id == rule.id }) else { return false }
+            guard !entries.contains(where: { $0.rule.id == rule.id }) else { return .idTaken }
+            guard entries.count < Self.maxRules else { return .full }
             entries.append(Entry(rule: rule, random: SeededRandom(seed: rule.seed)))
             count.store(entries.count, ordering: .relaxed)
-            return true
+            return .added
         }
     }
 

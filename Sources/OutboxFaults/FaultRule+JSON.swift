@@ -24,19 +24,22 @@ extension FaultRule {
             }
             return text
         }
+        // Every number goes through CheckedNumber: finite, in range, integral where needed.
         func number(_ key: String, in range: ClosedRange<Double>) throws(FaultRuleError) -> Double? {
             guard let member = document[key], member != .null else { return nil }
-            guard let value = member.doubleValue, range.contains(value) else {
-                throw FaultRuleError(field: key, expected: "a number from \(JSON.numberText(range.lowerBound)) to \(JSON.numberText(range.upperBound))")
+            do {
+                return try CheckedNumber.number(member, in: range)
+            } catch {
+                throw FaultRuleError(field: key, expected: error.expected)
             }
-            return value
         }
         func integer(_ key: String, in range: ClosedRange<Int>) throws(FaultRuleError) -> Int? {
             guard let member = document[key], member != .null else { return nil }
-            guard let value = member.intValue, range.contains(value) else {
-                throw FaultRuleError(field: key, expected: "an integer from \(range.lowerBound) to \(range.upperBound)")
+            do {
+                return try CheckedNumber.integer(member, in: range)
+            } catch {
+                throw FaultRuleError(field: key, expected: error.expected)
             }
-            return value
         }
 
         var origin: Origin?

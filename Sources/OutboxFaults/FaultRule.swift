@@ -68,7 +68,7 @@ package struct FaultRule: Sendable, Equatable {
     }
 
     func hasEnded(now: Int64) -> Bool {
-        forSeconds.map { now >= addedAt + Int64($0 * 1000) } ?? false
+        forSeconds.map { now >= addedAt + WallClock.milliseconds($0) } ?? false
     }
 }
 

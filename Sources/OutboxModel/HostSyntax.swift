@@ -62,6 +62,16 @@ package enum HostSyntax {
         return (String(host), text[text.index(after: colon)...])
     }
 
+    /// A host as host patterns compare it: lowercased, IPv6 without brackets, one trailing dot
+    /// dropped (`API.Example.com.` and `api.example.com` are one name). `allowedHosts` matching
+    /// and the pool's check of names allowed to reach internal addresses both use it.
+    package static func matchingForm(_ host: String) -> String {
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name.hasSuffix(".") { name.removeLast() }
+        return name
+    }
+
     /// The host as it is written inside a URL authority or `host:port`: IPv6 gets brackets.
     package static func bracketed(_ host: String) -> String {
         host.contains(":") ? "[\(host)]" : host

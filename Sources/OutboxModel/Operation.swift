@@ -39,15 +39,27 @@ public enum OperationPriority: Int, Sendable, Comparable, CaseIterable {
 /// An upstream answer kept with an operation: the completed response (kept for
 /// `completedRetentionSeconds`, replayed to a client that repeats the idempotency key) or the
 /// body of a 409 conflict.
+///
+/// A body larger than ``maxBodyBytes`` is not kept: it is read to its end and counted, and
+/// `omittedBodySize` says how long it was (SPEC §4: never a cut body presented as the whole
+/// one). Status and headers are kept either way.
 public struct StoredResponse: Sendable, Equatable {
     public var status: Int
     public var headers: HTTPHeaders
+    /// The whole body as received; empty when it was omitted.
     public var body: [UInt8]
+    /// The length in bytes of a body that was too large to keep (its bytes are gone); nil when
+    /// `body` is the whole body.
+    public var omittedBodySize: Int?
 
-    public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
+    /// The largest body kept with an operation: 1 MiB. A longer one is omitted, not cut.
+    public static let maxBodyBytes = 1 << 20
+
+    public init(status: Int, headers: HTTPHeaders, body: [UInt8], omittedBodySize: Int? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.omittedBodySize = omittedBodySize
     }
 }
 
@@ -64,7 +76,12 @@ public struct OperationRequest: Sendable, Equatable {
     /// Origin-form target sent upstream (`/v1/items?x=1`).
     public var target: String
     public var headers: HTTPHeaders
+    /// The body's bytes; empty when `spilledBody` holds them.
     public var body: [UInt8]
+    /// The body when the proxy kept it in a spill file (it outgrew `limits.bodyMemoryBytes`):
+    /// the record encoder copies it from there, in pieces, and `body` stays empty. Only a
+    /// request on its way into the log has one; a request read back holds its bytes in `body`.
+    package var spilledBody: SpilledBody?
     public var idempotencyKey: String
     /// SHA-256 over method, target and body: "the same request" for idempotency (else 422).
     /// Empty when Outbox made the key up: nobody can repeat that key before its `202` names
@@ -81,10 +98,14 @@ public struct OperationRequest: Sendable, Equatable {
     public var createdAt: Int64
     /// Its `Outbox-Ordering-Key`: the lane within the origin; nil is the origin's default lane.
     public var orderingKey: String?
+    /// SHA-256 of the client's credential fields (``IdempotencyKey/credentials(in:)``): who may
+    /// be given this operation's stored response for a repeated key. Empty when the request had
+    /// none.
+    public var credentials: [UInt8]
 
     public init(id: UUID, origin: Origin, method: String, target: String, headers: HTTPHeaders, body: [UInt8],
                 idempotencyKey: String, fingerprint: [UInt8], priority: OperationPriority, tag: String?,
-                dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil) {
+                dependsOn: UUID?, createdAt: Int64, orderingKey: String? = nil, credentials: [UInt8] = []) {
         self.id = id
         self.origin = origin
         self.method = method
@@ -98,7 +119,11 @@ public struct OperationRequest: Sendable, Equatable {
         self.dependsOn = dependsOn
         self.createdAt = createdAt
         self.orderingKey = orderingKey
+        self.credentials = credentials
     }
+
+    /// The body's length, wherever it is kept.
+    package var bodyCount: Int { spilledBody?.count ?? body.count }
 }
 
 /// The mutable part of an operation, written as a new record on every change (attempt

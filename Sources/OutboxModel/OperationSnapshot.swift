@@ -64,6 +64,12 @@ public struct OperationSnapshot: Sendable, Equatable {
         get { fields.values.orderingKey }
         set { unique().values.orderingKey = newValue }
     }
+    /// The digest of the credentials it was made with (see `OperationRequest.credentials`):
+    /// filled in where a repeated key is answered, empty elsewhere.
+    public var credentials: [UInt8] {
+        get { fields.values.credentials }
+        set { unique().values.credentials = newValue }
+    }
     /// The latest state. Where a reader does not need them (recovery, listings), `response` and
     /// `conflict` are left nil: their bodies stay on disk.
     public var state: OperationState {
@@ -76,10 +82,10 @@ public struct OperationSnapshot: Sendable, Equatable {
     /// A snapshot with every field given.
     public init(id: UUID, origin: Origin, method: String, target: String, idempotencyKey: String,
                 fingerprint: [UInt8], priority: OperationPriority, tag: String?, dependsOn: UUID?,
-                createdAt: Int64, orderingKey: String? = nil, state: OperationState) {
+                createdAt: Int64, orderingKey: String? = nil, credentials: [UInt8] = [], state: OperationState) {
         fields = Fields(Values(id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
                                fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
-                               createdAt: createdAt, orderingKey: orderingKey, state: state))
+                               createdAt: createdAt, orderingKey: orderingKey, credentials: credentials, state: state))
     }
 
     /// The snapshot of `request` in `state`.
@@ -87,7 +93,8 @@ public struct OperationSnapshot: Sendable, Equatable {
         self.init(id: request.id, origin: request.origin, method: request.method, target: request.target,
                   idempotencyKey: request.idempotencyKey, fingerprint: request.fingerprint,
                   priority: request.priority, tag: request.tag, dependsOn: request.dependsOn,
-                  createdAt: request.createdAt, orderingKey: request.orderingKey, state: state)
+                  createdAt: request.createdAt, orderingKey: request.orderingKey, credentials: request.credentials,
+                  state: state)
     }
 
     public static func == (lhs: OperationSnapshot, rhs: OperationSnapshot) -> Bool {
@@ -123,6 +130,7 @@ public struct OperationSnapshot: Sendable, Equatable {
         var dependsOn: UUID?
         var createdAt: Int64
         var orderingKey: String?
+        var credentials: [UInt8]
         var state: OperationState
     }
 }
@@ -133,6 +141,7 @@ extension OperationRequest {
         self.init(id: snapshot.id, origin: snapshot.origin, method: snapshot.method, target: snapshot.target,
                   headers: headers, body: body, idempotencyKey: snapshot.idempotencyKey,
                   fingerprint: snapshot.fingerprint, priority: snapshot.priority, tag: snapshot.tag,
-                  dependsOn: snapshot.dependsOn, createdAt: snapshot.createdAt, orderingKey: snapshot.orderingKey)
+                  dependsOn: snapshot.dependsOn, createdAt: snapshot.createdAt, orderingKey: snapshot.orderingKey,
+                  credentials: snapshot.credentials)
     }
 }

@@ -47,20 +47,38 @@ public enum UpstreamError: Error, Sendable, Equatable {
     case invalidResponse(String)
     /// The connection ended in the middle of a response body that was already being relayed.
     case truncated(String)
+    /// Outbox would not connect: the target resolves to one of its own listeners, or to an
+    /// address the allowed-host rules keep it from (SPEC §3). Nothing was sent, and the
+    /// origin is not unreachable: it is neither marked offline nor stored for later.
+    case targetRefused(TargetRefusal)
+
+    /// Why a resolved target is refused; each carries the address it resolved to (`ADDR:PORT`).
+    public enum TargetRefusal: Sendable, Equatable {
+        /// One of Outbox's own listeners (the main one or `admin.listen`): a forwarding loop.
+        case ownListener(address: String)
+        /// A loopback, link-local or unspecified address, reached only through a wildcard
+        /// entry of `allowedHosts` while `listen` is not loopback.
+        case internalAddress(address: String)
+    }
+
+    /// Outbox itself could not get what the exchange needs (a socket: `EMFILE`, `ENFILE`,
+    /// `ENOBUFS`, `ENOMEM`): nothing was sent, and the origin is not to blame (SPEC §6). The
+    /// text is the failed call and errno, `socket: Too many open files`.
+    case localResourcesExhausted(String)
 
     /// Whether the origin counts as offline: refused/unresolvable, dropped before a complete
     /// head, or no head in time.
     public var meansUnreachable: Bool {
         switch self {
         case .connectFailed, .tlsFailed, .noResponse, .responseTimeout: true
-        case .invalidResponse, .truncated: false
+        case .invalidResponse, .truncated, .targetRefused, .localResourcesExhausted: false
         }
     }
 
     /// True when the origin never received any byte of the request.
     public var neverSent: Bool {
         switch self {
-        case .connectFailed, .tlsFailed: true
+        case .connectFailed, .tlsFailed, .targetRefused, .localResourcesExhausted: true
         default: false
         }
     }
@@ -73,6 +91,9 @@ public enum UpstreamError: Error, Sendable, Equatable {
         case .responseTimeout: "response timeout"
         case .invalidResponse(let reason): "invalid response: \(reason)"
         case .truncated(let reason): "response truncated: \(reason)"
+        case .targetRefused(.ownListener(let address)): "refused: the target resolves to \(address), Outbox's own listener"
+        case .targetRefused(.internalAddress(let address)): "refused: the target resolves to the internal address \(address)"
+        case .localResourcesExhausted(let reason): "local resources exhausted: \(reason)"
         }
     }
 }

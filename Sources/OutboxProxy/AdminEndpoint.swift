@@ -8,7 +8,7 @@ package protocol AdminEndpoint: Sendable {
     /// The path below `admin.pathPrefix` (`/status?x`), or nil when `target` is not an admin
     /// target.
     func subpath(of target: String) -> String?
-    /// The answer refusing this request (token, loopback peer, `Host`, `Origin`), or nil when
+    /// The answer refusing this request (token, loopback peer, proxy hop, `Host`, `Origin`), or nil when
     /// it may proceed.
     func refusal(for head: HTTPRequestHead, peerIsLoopback: Bool) -> AdminResponse?
     /// Serves one admin request.

@@ -50,6 +50,9 @@ struct ExchangeStateMachine {
         case forwarding(RequestSide, UpstreamSide)
         /// The response head is relayed; the body follows.
         case responding(RequestSide, ResponseSide)
+        /// A local answer's head is out and its body is written as the client takes it (the
+        /// admin API's streamed operation view); the request is complete.
+        case answering
         /// The response is complete but the client still sends its body (the origin answered
         /// early): the rest is read and dropped so the connection stays in sync.
         case draining(keepAlive: Bool)
@@ -110,7 +113,7 @@ struct ExchangeStateMachine {
         case .preparing(let request, _), .buffering(let request, _), .forwarding(let request, _),
              .responding(let request, _):
             request == .complete
-        case .storing: true
+        case .storing, .answering: true
         case .draining: false
         case .finished: true
         }
@@ -118,8 +121,10 @@ struct ExchangeStateMachine {
 
     /// The response head is out.
     var responseStarted: Bool {
-        if case .responding = state { return true }
-        return false
+        switch state {
+        case .responding, .answering: true
+        default: false
+        }
     }
 
     var isPreparing: Bool {
@@ -141,7 +146,7 @@ struct ExchangeStateMachine {
         switch state {
         case .preparing(let request, _): request == .complete ? .open : .closed
         case .forwarding(let request, _), .responding(let request, _): request == .complete ? .open : .upstream
-        case .buffering, .storing, .draining, .finished: .open
+        case .buffering, .storing, .answering, .draining, .finished: .open
         }
     }
 
@@ -176,7 +181,7 @@ struct ExchangeStateMachine {
         switch state {
         case .buffering: .bufferBody
         case .preparing, .storing, .forwarding, .responding: .forwardBody
-        case .draining, .finished: .none
+        case .answering, .draining, .finished: .none
         }
     }
 
@@ -197,7 +202,7 @@ struct ExchangeStateMachine {
         case .draining(let keepAlive):
             state = .finished
             return .finish(keepAlive: keepAlive)
-        case .storing, .finished:
+        case .storing, .answering, .finished:
             return .none
         }
     }
@@ -216,7 +221,7 @@ struct ExchangeStateMachine {
         switch state {
         case .preparing: break
         case .buffering(let request, _), .forwarding(let request, _): state = .preparing(request, .noCall)
-        case .storing, .responding, .draining, .finished: break
+        case .storing, .answering, .responding, .draining, .finished: break
         }
     }
 
@@ -233,7 +238,7 @@ struct ExchangeStateMachine {
         case .forwarding(let side, let attempt):
             request = side
             upstream = attempt
-        case .storing, .responding, .draining, .finished:
+        case .storing, .answering, .responding, .draining, .finished:
             return .none
         }
         switch request {
@@ -300,7 +305,7 @@ struct ExchangeStateMachine {
         case .buffering(let side, _):
             request = side
             attempt = .noCall
-        case .storing, .draining, .finished:
+        case .storing, .answering, .draining, .finished:
             return .none
         }
         // Only what is safe to repeat is sent again, and only once (Go's transport has the same rule).
@@ -326,6 +331,13 @@ struct ExchangeStateMachine {
     mutating func beginStoring() {
         guard state != .finished else { return }
         state = .storing
+    }
+
+    /// The admin API's answer is streamed: its head is out, its body follows as the client's
+    /// output drains.
+    mutating func beginAnswering() {
+        guard state == .storing else { return }
+        state = .answering
     }
 
     /// The exchange answered locally (an error, a 202, the admin API) or became a tunnel.

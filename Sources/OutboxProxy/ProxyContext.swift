@@ -50,13 +50,22 @@ final class ProxyContext: Sendable {
     let faults: FaultBook
     /// The live events `GET /admin/events` streams; nil without a queue.
     let events: EventHub?
+    /// What every loop's pool refuses to connect to: Outbox's own listeners and, when `listen`
+    /// is not loopback, internal addresses of hosts that `allowedHosts` names by a wildcard only.
+    let targetPolicy: UpstreamTargetPolicy
+    /// `limits.bodyMemoryBytes`, shared by every loop's exchanges.
+    let bodyMemory: BodyMemoryBudget
+    /// Where request bodies beyond `bodyMemory` are spilled.
+    let dataDirectory: String
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
+    /// - Parameter listeners: the bound listening sockets' addresses, the main one first: the
+    ///   targets no request may be forwarded to.
     init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, leafIssuer: LeafCertificateIssuer? = nil,
          queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(),
          adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil,
-         faults: FaultBook = FaultBook(), events: EventHub? = nil) {
+         listeners: [SocketAddress] = [], faults: FaultBook = FaultBook(), events: EventHub? = nil) {
         self.faults = faults
         self.events = events
         self.upstreamTLS = upstreamTLS
@@ -91,6 +100,21 @@ final class ProxyContext: Sendable {
                                             poolIdle: min(config.limits.idleTimeoutSeconds, 30))
         self.logger = logger
         idempotencyHeader = config.idempotency.header
+        bodyMemory = BodyMemoryBudget(limit: config.limits.bodyMemoryBytes)
+        dataDirectory = config.dataDirectory
+        targetPolicy = Self.targetPolicy(config: config, listeners: listeners)
+    }
+
+    /// SPEC §3. With a loopback `listen` every client is local, so `*` reaches loopback as the
+    /// client itself could; otherwise only hosts named exactly in `allowedHosts`, and the
+    /// configured upstream at its port, may resolve to loopback, link-local or unspecified
+    /// addresses.
+    static func targetPolicy(config: OutboxConfig, listeners: [SocketAddress]) -> UpstreamTargetPolicy {
+        let listensOnLoopback = listeners.first?.isLoopback ?? true
+        return UpstreamTargetPolicy(
+            listeners: listeners,
+            internalAddressHosts: listensOnLoopback ? nil : OutboxConfig.HostPatterns(config.forwardProxy.allowedHosts).exactNames,
+            internalAddressOrigins: config.upstream.map { [($0.host, $0.port)] } ?? [])
     }
 
     /// Whether a `CONNECT` to `host` is terminated here instead of tunnelled.

@@ -18,8 +18,14 @@ enum ProxyError: Error, Equatable {
     case loopDetected
     /// An idempotency key reused with another method, target or body.
     case keyReused(String)
+    /// An idempotency key of a completed operation, repeated with other credentials: its stored
+    /// response is not theirs to read.
+    case keyInUse(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
+    /// A request body beyond `limits.bodyMemoryBytes` could not be written to (or read back
+    /// from) its spill file in `dataDirectory`.
+    case bodyNotKept(String)
 
     var status: Int {
         switch self {
@@ -38,16 +44,25 @@ enum ProxyError: Error, Equatable {
             // counts the origin unreachable (a queueable request is stored, not answered 504).
             case .responseTimeout: 504
             case .invalidResponse, .truncated: 502
+            // SPEC §3: a target that is Outbox itself is a loop (508 Loop Detected, RFC 5842
+            // §7.2); an internal address a wildcard may not reach is refused as a host outside
+            // allowedHosts is.
+            case .targetRefused(.ownListener): 508
+            case .targetRefused(.internalAddress): 403
+            // Outbox's own shortage (no descriptor for the upstream socket): try again shortly.
+            case .localResourcesExhausted: 503
             }
         case .unavailable, .tooManyConnections: 503
         case .loopDetected: 508
-        case .keyReused: 422
-        case .insufficientStorage: 507
+        case .keyReused, .keyInUse: 422
+        case .insufficientStorage, .bodyNotKept: 507
         }
     }
 
     var code: String {
-        switch status {
+        // The two 508s: a target that is one of Outbox's listeners, and the Via count.
+        if case .upstream(.targetRefused(.ownListener)) = self { return "forwarding_loop" }
+        return switch status {
         case 400: "bad_request"
         case 403: "forbidden"
         case 408: "request_timeout"
@@ -57,11 +72,11 @@ enum ProxyError: Error, Equatable {
         case 431: "header_too_large"
         case 501: "not_implemented"
         case 502: self == .noUpstream ? "no_upstream" : "bad_gateway"
-        case 503: "upstream_unavailable"
+        case 503: isLocalResourceShortage ? "local_resources_exhausted" : "upstream_unavailable"
         case 504: "gateway_timeout"
         case 505: "http_version_not_supported"
         case 508: "loop_detected"
-        case 422: "idempotency_key_reused"
+        case 422: if case .keyInUse = self { "idempotency_key_in_use" } else { "idempotency_key_reused" }
         case 507: "insufficient_storage"
         default: "error"
         }
@@ -78,17 +93,41 @@ enum ProxyError: Error, Equatable {
             switch error {
             case .connectFailed, .tlsFailed, .noResponse: "upstream unreachable (\(error.summary))"
             case .responseTimeout: "upstream did not answer within reachability.responseTimeoutSeconds"
+            case .targetRefused(.ownListener(let address)):
+                "the target resolves to \(address), one of Outbox's own listeners: forwarding there would loop"
+            case .targetRefused(.internalAddress(let address)):
+                "the target resolves to \(address), a loopback, link-local or unspecified address, which \"*\" and "
+                    + "\"*.suffix\" in forwardProxy.allowedHosts do not match while listen is not loopback: "
+                    + "name the host exactly to allow it"
+            case .localResourcesExhausted(let reason):
+                "Outbox has no file descriptor to spare for this request (\(reason)); the upstream is not to blame: retry shortly"
             default: "bad upstream answer (\(error.summary))"
             }
         case .tooManyConnections: "too many connections (limits.maxConnections)"
         case .loopDetected: "request loop: it already passed through Outbox 3 times (Via)"
         case .keyReused(let header): "\(header) was already used for a different request (method, target or body)"
+        case .keyInUse(let header):
+            "\(header) belongs to a request made with other credentials (Authorization, Cookie, Proxy-Authorization)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
+        case .bodyNotKept(let reason): "the request body could not be kept in the data directory: \(reason)"
         }
     }
 
     /// Whether the answer should tell the client when to retry (every 503 carries Retry-After).
     var wantsRetryAfter: Bool { status == 503 }
+
+    /// Outbox itself ran out of descriptors: the request failed here, the origin was not asked.
+    var isLocalResourceShortage: Bool {
+        if case .upstream(.localResourcesExhausted) = self { return true }
+        return false
+    }
+
+    /// The `Retry-After` this error asks for itself, in seconds; nil: the caller's (the probe
+    /// interval, for an unreachable origin). A shortage of descriptors is usually over within
+    /// the listener's longest pause (``AcceptBackoff``), so a second is the honest wait.
+    var ownRetryAfterSeconds: Int? {
+        isLocalResourceShortage ? 1 : nil
+    }
 }
 
 /// Builds the complete bytes of an error response in the JSON envelope.
@@ -98,7 +137,7 @@ enum ErrorResponse {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Content-Length", String(body.count))
-        if error.wantsRetryAfter { headers.add("Retry-After", String(max(1, retryAfterSeconds))) }
+        if error.wantsRetryAfter { headers.add("Retry-After", String(max(1, error.ownRetryAfterSeconds ?? retryAfterSeconds))) }
         if close { headers.add("Connection", "close") }
         var out: [UInt8] = []
         out.reserveCapacity(256 + body.count)

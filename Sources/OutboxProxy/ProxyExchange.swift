@@ -25,13 +25,27 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var upstreamHead: HTTPRequestHead?
     private var call: UpstreamCall?
     private var transport: UpstreamTransport?
-    /// Body bytes seen before the call exists, or kept to resend on a stale pooled connection.
-    private var bodyCopy: [UInt8]
-    /// `bodyCopy` went into a stored operation or an admin request: it is theirs now.
+    /// Body bytes seen before the call exists, a queueable request's whole body (it may still
+    /// be stored, and the forward is sent from here), or the copy kept to resend on a stale
+    /// pooled connection: in memory within `limits.bodyMemoryBytes`, else in a spill file.
+    private var body: RequestBodyBuffer
+    /// `body`'s bytes went into a stored operation or an admin request: they are theirs now.
     private var bodyHandedOn = false
-    /// Whether `bodyCopy` still holds every body byte so far, so the request can be sent again
+    /// Whether `body` still holds every body byte so far, so the request can be sent again
     /// (it stops once the body outgrows `maxReplayableBody` after the call has started).
     private var bodyCopyIsResendable = true
+    /// Bytes of `body` the current call has taken. Kept bytes reach the call in pieces, as it
+    /// takes them (its output stays under the socket's high-water mark): a stored body is
+    /// never copied whole into an output queue.
+    private var bodySent = 0
+    /// The request is complete: the call's body ends once `body` is all sent.
+    private var upstreamBodyEndPending = false
+    /// When the call last took body bytes (loop time, ns): one that stops taking them for
+    /// `reachability.responseTimeoutSeconds` has not answered in time.
+    private var bodyProgressAt: UInt64 = 0
+    /// `pumpBody` is running: a call-back inside it asks for another round instead.
+    private var pumping = false
+    private var pumpAgain = false
     private var bodyTrailers: HTTPHeaders?
     private var responseStatus = 0
     private var responseBytes = 0
@@ -45,6 +59,13 @@ final class ProxyExchange: UpstreamResponseHandler {
     private var fingerprint: [UInt8] = []
     /// Set for a request to the admin API: the path below `admin.pathPrefix`.
     private var adminPath: String?
+    /// An admin answer whose body is being written as the client takes it, with what its
+    /// ending needs.
+    private var streamedAnswer: (body: StreamedJSON, status: Int, keepAlive: Bool)?
+    /// The loop turn (its `now`) in which the streamed answer last refilled the client's output.
+    private var streamedTurn: UInt64 = 0
+    /// What one step of a streamed answer writes at least: one piece of 64 KiB.
+    private static let streamedStep = 64 * 1024
 
     private static let maxReplayableBody = 64 * 1024
 
@@ -52,7 +73,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         self.client = client
         self.head = head
         self.requestFraming = framing
-        bodyCopy = framing == .none || framing == .contentLength(0) ? [] : client.proxyLoop.takeBodyBuffer()
+        body = RequestBodyBuffer(memory: framing == .none || framing == .contentLength(0) ? [] : client.proxyLoop.takeBodyBuffer())
         started = client.loop.now
         machine = ExchangeStateMachine(requestComplete: framing == .none || framing == .contentLength(0),
                                        isHead: head.method == "HEAD", clientSpeaksHTTP11: head.version == .http1_1)
@@ -68,7 +89,8 @@ final class ProxyExchange: UpstreamResponseHandler {
         switch machine.bodyGate {
         case .open: false
         case .closed: true
-        case .upstream: call.map { !$0.canAcceptBody } ?? false
+        // Kept bytes not yet sent go first: the client waits until they are out.
+        case .upstream: call.map { !$0.canAcceptBody || bodySent < body.count } ?? false
         }
     }
 
@@ -90,6 +112,7 @@ final class ProxyExchange: UpstreamResponseHandler {
                 return
             }
             adminPath = path
+            body.keepWhole(expectedLength: announcedBodyLength)
             switch machine.readWholeBody(for: .admin) {
             case .sendContinue: sendContinueResponse()
             case .decide(.admin): runAdmin()
@@ -105,14 +128,20 @@ final class ProxyExchange: UpstreamResponseHandler {
             break
         }
         let context = client.context
-        switch ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
-                                forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin) {
+        let route = ProxyRules.route(head, upstream: context.upstream, upstreamOrigin: context.upstreamOrigin,
+                                     forwardProxy: context.forwardProxy, intercepted: client.interceptedOrigin)
+        if case .success(let routed) = route, let refusal = knownRefusal(of: routed) {
+            fail(.upstream(refusal))
+            return
+        }
+        switch route {
         case .failure(let error):
             fail(error)
         case .success(.tunnel(let host, let port)) where client.context.intercepts(host):
             acceptInterceptedTunnel(to: Origin(scheme: .https, host: host, port: port))
         case .success(.tunnel(let host, let port)):
             machine.end()
+            releaseBody()
             client.startTunnel(host: host, port: port)
         case .success(.origin(let origin, let target, _)):
             self.origin = origin
@@ -132,6 +161,18 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
+    /// A forward-mode target or a tunnel that the pool already knows to be refused (one of
+    /// Outbox's listeners, or an internal address for a wildcard-only host: SPEC §3), answered
+    /// before anything is stored, intercepted or tunnelled. A name not resolved yet is refused
+    /// when its connection would be made, and a stored one when it is replayed.
+    private func knownRefusal(of route: Route) -> UpstreamError? {
+        switch route {
+        case .origin(let origin, _, forwardMode: true): client.proxyLoop.pool.knownRefusal(host: origin.host, port: origin.port)
+        case .tunnel(let host, let port): client.proxyLoop.pool.knownRefusal(host: host.lowercased(), port: port)
+        case .origin: nil
+        }
+    }
+
     private func beginCall() {
         guard let origin, let upstreamHead, let transport else { return }
         // Moved before the call starts, so whatever the call reports finds the exchange forwarding.
@@ -139,25 +180,129 @@ final class ProxyExchange: UpstreamResponseHandler {
         let framing = requestFramingOverride ?? requestFraming
         let call = transport.startCall(to: origin, head: upstreamHead, bodyFraming: framing, handler: self)
         self.call = call
-        if !bodyCopy.isEmpty {
-            bodyCopy.withUnsafeBytes { call.sendBody($0) }
-        }
+        // A call sent again takes the kept body from its first byte.
+        bodySent = 0
+        bodyProgressAt = client.loop.now
+        upstreamBodyEndPending = false
         switch requestNeeds {
         case .finishUpstreamBody:
-            if framing != .none && framing != .contentLength(0) {
-                call.finishBody(trailers: bodyTrailers ?? HTTPHeaders())
-            }
+            upstreamBodyEndPending = framing != .none && framing != .contentLength(0)
         case .sendContinue:
             sendContinueResponse()
         default:
             break
         }
+        // A request without kept bytes (a GET) has nothing to pump: the common case costs a test.
+        if bodySent < body.count || upstreamBodyEndPending { pumpBody() }
+        client.resumeBody()
+    }
+
+    /// Passes kept body bytes to the call while it takes them; once all are out, ends the
+    /// call's body if the request is complete and lets a forward's resend copy go. Called
+    /// again when the call's output drains. Re-entrant calls (a write inside it fails, or
+    /// drains, and the call reports back) only ask for one more round.
+    private func pumpBody() {
+        if pumping {
+            pumpAgain = true
+            return
+        }
+        pumping = true
+        defer { pumping = false }
+        repeat {
+            pumpAgain = false
+            pumpRound()
+        } while pumpAgain
+    }
+
+    private func pumpRound() {
+        guard let call else { return }
+        // A copy of the buffer (two references): what the call's reports may do to `body`
+        // meanwhile (a failure that ends the exchange) cannot pull the bytes from under it.
+        let kept = body
+        // Only a spilled body is read through the loop's scratch buffer (borrowed, so that a
+        // nested use finds it empty rather than in use).
+        var scratch: [UInt8] = []
+        if kept.isSpilled { swap(&scratch, &client.proxyLoop.spillScratch) }
+        defer { if kept.isSpilled { swap(&scratch, &client.proxyLoop.spillScratch) } }
+        while bodySent < kept.count, self.call === call, call.canAcceptBody {
+            switch kept.read(from: bodySent, atMost: RequestBodyBuffer.filePiece, scratch: &scratch, { call.sendBody($0) }) {
+            case .success(let length):
+                // The call may have ended while it took them (then a new one starts afresh).
+                guard self.call === call else { return }
+                bodySent += length
+                bodyProgressAt = client.loop.now
+            case .failure(let failure):
+                bodyNotKept(failure)
+                return
+            }
+        }
+        guard self.call === call, bodySent == body.count else { return }
+        if upstreamBodyEndPending {
+            upstreamBodyEndPending = false
+            call.finishBody(trailers: bodyTrailers ?? HTTPHeaders())
+        }
         // A queueable request keeps its whole body: a failed attempt turns into a stored one.
-        if !machine.queueable && (bodyCopy.count > Self.maxReplayableBody || !bodyCopyIsResendable) {
-            bodyCopy = []
+        if !machine.queueable && (body.count > Self.maxReplayableBody || !bodyCopyIsResendable) {
+            releaseBody()
             bodyCopyIsResendable = false
         }
-        client.resumeBody()
+    }
+
+    /// A call that stopped taking the request body (its origin reads nothing) for
+    /// `reachability.responseTimeoutSeconds`, before any answer, has not answered in time:
+    /// the same as no response head in time once the body is sent. Swept by the client's loop.
+    func checkDeadlines(now: UInt64) {
+        guard let call, !machine.responseStarted, !call.canAcceptBody,
+              now &- bodyProgressAt >= Clock.nanos(client.context.upstreamTimeouts.response) else { return }
+        call.cancel()
+        self.call = nil
+        upstreamFailed(.responseTimeout)
+    }
+
+    /// The length the request announced (`Content-Length`), nil for a chunked body.
+    private var announcedBodyLength: Int? {
+        if case .contentLength(let length) = requestFraming { return length }
+        return nil
+    }
+
+    /// Keeps `bytes` in `body` (spilling when the memory budget is spent); false when the spill
+    /// file failed, and the exchange has then answered `507`.
+    private func keep(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let failure = body.append(bytes, lease: client.proxyLoop.bodyMemory, directory: client.context.dataDirectory)
+        else { return true }
+        bodyNotKept(failure)
+        return false
+    }
+
+    private func bodyNotKept(_ failure: SpillFile.Failure) {
+        client.logger.error("body_spill_failed", ["client": client.peerText, "target": head.target, "error": "\(failure)"])
+        fail(.bodyNotKept("\(failure)"))
+    }
+
+    /// The body's fingerprint (`IdempotencyKey.fingerprint`); nil when a spilled body could not
+    /// be read back (the exchange has answered `507`).
+    private func bodyFingerprint() -> [UInt8]? {
+        var scratch: [UInt8] = []
+        swap(&scratch, &client.proxyLoop.spillScratch)
+        defer { swap(&scratch, &client.proxyLoop.spillScratch) }
+        switch body.fingerprint(method: head.method, target: target, scratch: &scratch) {
+        case .success(let digest): return digest
+        case .failure(let failure):
+            bodyNotKept(failure)
+            return nil
+        }
+    }
+
+    /// Lets go of the kept body: its budget back to the loop's lease, its memory to the loop's
+    /// spare buffers unless it was handed on, its spill file (if any) closed with its last holder.
+    private func releaseBody() {
+        let loop = client.proxyLoop
+        if bodyHandedOn {
+            body.release(to: loop.bodyMemory) { _ in }
+        } else {
+            body.release(to: loop.bodyMemory) { loop.recycle(body: &$0) }
+        }
+        bodySent = 0
     }
 
     private static let continueBytes = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
@@ -172,21 +317,28 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .forwardBody: break
         case .bufferBody:
             // Bounded by queue.maxBodyBytes: the parser stops a longer body with 413.
-            bodyCopy.append(contentsOf: bytes)
+            _ = keep(bytes)
             return
         default: return
         }
-        if bodyCopyIsResendable {
-            if bodyCopy.count + bytes.count <= Self.maxReplayableBody {
-                bodyCopy.append(contentsOf: bytes)
-            } else {
-                bodyCopyIsResendable = false
-                if call == nil { bodyCopy.append(contentsOf: bytes) } else { bodyCopy = [] }
-            }
-        } else if call == nil {
-            bodyCopy.append(contentsOf: bytes)
+        guard let call, bodySent == body.count else {
+            // No call yet, or kept bytes still wait for it: these go after them, from `body`.
+            if body.count + bytes.count > Self.maxReplayableBody { bodyCopyIsResendable = false }
+            if keep(bytes) { pumpBody() }
+            return
         }
-        call?.sendBody(bytes)
+        if bodyCopyIsResendable {
+            if body.count + bytes.count <= Self.maxReplayableBody,
+               body.appendIfAffordable(bytes, lease: client.proxyLoop.bodyMemory) {
+                bodySent = body.count
+            } else {
+                // Too long to keep for a resend, or memory is short: this request is sent once.
+                bodyCopyIsResendable = false
+                releaseBody()
+            }
+        }
+        call.sendBody(bytes)
+        bodyProgressAt = client.loop.now
     }
 
     func requestEnded(trailers: HTTPHeaders) {
@@ -199,10 +351,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .decide(.queue):
             if let queue = client.context.queue { decideQueueable(queue) }
         case .finishUpstreamBody:
-            guard let call else { return }
-            if requestFraming != .none && requestFraming != .contentLength(0) {
-                call.finishBody(trailers: trailers)
-            }
+            guard call != nil else { return }
+            upstreamBodyEndPending = requestFraming != .none && requestFraming != .contentLength(0)
+            pumpBody()
         default:
             break
         }
@@ -210,6 +361,8 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// The client went away or broke the protocol: drop the upstream side.
     func abort() {
+        streamedAnswer = nil
+        releaseBody()
         guard machine.abort() == .cancelCall else { return }
         call?.cancel()
         call = nil
@@ -267,7 +420,12 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     /// The client's output drained: let the response flow again.
     func clientDrained() {
-        if machine.clientDrained() == .resumeResponse { call?.resumeResponse() }
+        guard machine.clientDrained() == .resumeResponse else { return }
+        if streamedAnswer != nil {
+            writeStreamedAnswer()
+        } else {
+            call?.resumeResponse()
+        }
     }
 
     func upstreamFinished(trailers: HTTPHeaders) {
@@ -319,6 +477,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
         switch action {
         case .cut:
+            releaseBody()
             client.abortAfterFlush()
         case .storeInstead:
             if let queue { storeInstead(queue) }
@@ -338,6 +497,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     func upstreamReadyForBody() {
+        pumpBody()
         client.resumeBody()
     }
 
@@ -352,6 +512,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard let origin else { return }
         switch decision {
         case .readBody:
+            body.keepWhole(expectedLength: announcedBodyLength)
             switch machine.readWholeBody(for: .queue) {
             case .sendContinue: sendContinueResponse()
             case .decide: decideQueueable(queue)
@@ -386,7 +547,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         if case .given = key {
             let existing: OperationSnapshot?
             do {
-                existing = try queue.operation(withKey: idempotencyKey)
+                existing = try queue.operation(withKey: idempotencyKey, origin: origin)
             } catch {
                 // The key is taken but its operation unreadable: storing or forwarding again could
                 // deliver it twice.
@@ -394,9 +555,13 @@ final class ProxyExchange: UpstreamResponseHandler {
                 return
             }
             if let existing {
-                fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
+                guard let digest = bodyFingerprint() else { return }
+                fingerprint = digest
                 let stored = existing.state.status == .completed ? existing.state.response : nil
-                known = .operation(existing, storedResponse: stored)
+                // Compared only where a stored response could be given back: a 202 for a pending
+                // operation tells nothing the key does not.
+                let sameCredentials = stored == nil || IdempotencyKey.credentials(in: head.headers) == existing.credentials
+                known = .operation(existing, storedResponse: stored, sameCredentials: sameCredentials)
             }
         }
         let connectivity = connectivity(of: origin, in: queue)
@@ -417,8 +582,8 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     private func dependency(in queue: QueueGateway) -> QueueDecision.Dependency {
-        guard let reference = control.dependsOn else { return .absent }
-        guard let id = queue.resolveDependency(reference) else { return .unresolved(reference) }
+        guard let reference = control.dependsOn, let origin else { return .absent }
+        guard let id = queue.resolveDependency(reference, origin: origin) else { return .unresolved(reference) }
         return .resolved(id)
     }
 
@@ -440,14 +605,14 @@ final class ProxyExchange: UpstreamResponseHandler {
             return
         }
         var upstream = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
-                                                      clientAddress: client.peerText, bodyFraming: .contentLength(bodyCopy.count),
+                                                      clientAddress: client.peerText, bodyFraming: .contentLength(body.count),
                                                       clientScheme: client.scheme, reusing: client.proxyLoop.takeHeaders())
         // Stored and replayed requests are framed by length; the key goes upstream on direct
         // forwards too, so a retry by the client is recognised by the origin. Headers
         // the client sent keep their place.
-        if requestFraming != .contentLength(bodyCopy.count) {
+        if requestFraming != .contentLength(body.count) {
             upstream.headers.removeAll("Transfer-Encoding")
-            upstream.headers.replaceOrAdd("Content-Length", String(bodyCopy.count))
+            upstream.headers.replaceOrAdd("Content-Length", String(body.count))
         }
         let headerName = client.context.idempotencyHeader
         if !upstream.headers.contains(headerName) {
@@ -458,7 +623,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
         }
         upstreamHead = upstream
-        requestFramingOverride = .contentLength(bodyCopy.count)
+        requestFramingOverride = .contentLength(body.count)
     }
 
     private func forward() {
@@ -495,14 +660,19 @@ final class ProxyExchange: UpstreamResponseHandler {
         // derives the digest from the stored record (SHA-256 of each body was 4 % of the CPU
         // of a durable 202). A direct forward never computes it.
         if fingerprint.isEmpty, generatedKey == nil {
-            fingerprint = IdempotencyKey.fingerprint(method: head.method, target: target, body: bodyCopy)
+            guard let digest = bodyFingerprint() else { return }
+            fingerprint = digest
         }
         bodyHandedOn = true
-        let request = OperationRequest(
+        // A spilled body goes as its file: the record encoder copies it into the log in pieces.
+        let stored = body.operationBody
+        var request = OperationRequest(
             id: client.proxyLoop.uuids.next(), origin: origin, method: head.method, target: upstreamHead.target,
-            headers: upstreamHead.headers, body: bodyCopy, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
+            headers: upstreamHead.headers, body: stored.bytes, idempotencyKey: generatedKey?.lowercasedText ?? idempotencyKey,
             fingerprint: fingerprint, priority: control.priority, tag: control.tag, dependsOn: dependsOn,
-            createdAt: WallClock.millis(), orderingKey: control.orderingKey)
+            createdAt: WallClock.millis(), orderingKey: control.orderingKey,
+            credentials: IdempotencyKey.credentials(in: head.headers))
+        request.spilledBody = stored.spilled
         let bound = LoopBound(value: self, loop: client.loop)
         queue.enqueue(request, freshKey: generatedKey) { result in
             bound.loop.execute { bound.value.storeFinished(result) }
@@ -548,10 +718,17 @@ final class ProxyExchange: UpstreamResponseHandler {
 
     private func runAdmin() {
         guard let admin = client.context.admin, let adminPath else { return }
+        let whole: [UInt8]
+        switch body.wholeBytes {
+        case .success(let bytes): whole = bytes
+        case .failure(let failure):
+            bodyNotKept(failure)
+            return
+        }
         machine.beginStoring()
         let (path, query) = AdminRequest.split(adminPath)
         bodyHandedOn = true
-        let request = AdminRequest(method: head.method, path: path, query: query, body: bodyCopy,
+        let request = AdminRequest(method: head.method, path: path, query: query, body: whole,
                                    pretty: AdminRequest.rendersPretty(head, query: query))
         let bound = LoopBound(value: self, loop: client.loop)
         Task {
@@ -577,7 +754,12 @@ final class ProxyExchange: UpstreamResponseHandler {
     private func answerAdmin(_ response: AdminResponse, pretty: Bool) {
         if response.streamsEvents, let hub = client.context.events {
             machine.end()
+            releaseBody()
             client.startEventStream(from: hub, lastEventID: head.headers.first("Last-Event-ID"))
+            return
+        }
+        if let streamed = response.streamed {
+            answerStreamed(response, streamed)
             return
         }
         // 204 carries no body at all (RFC 9110 §15.3.5).
@@ -591,6 +773,69 @@ final class ProxyExchange: UpstreamResponseHandler {
         headers.add("Cache-Control", "no-store")
         for (name, value) in response.extraHeaders { headers.add(name, value) }
         answer(HTTPResponseHead(status: response.status, headers: headers), body: body)
+    }
+
+    /// Writes the head of an admin answer whose body is streamed (an operation's view), framed
+    /// by its known length, then the body as the client's output drains.
+    private func answerStreamed(_ response: AdminResponse, _ streamed: StreamedJSON) {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("Content-Length", String(streamed.count))
+        headers.add("Cache-Control", "no-store")
+        for (name, value) in response.extraHeaders { headers.add(name, value) }
+        let keepAlive = settlesKeepAlive(after: .local)
+        if let connection = KeepAlive.connectionHeader(persists: keepAlive, version: head.version) {
+            headers.add("Connection", connection)
+        }
+        client.stream.withOutput { HTTPSerializer.writeResponseHead(HTTPResponseHead(status: response.status, headers: headers), into: &$0) }
+        responseBytes = streamed.count
+        guard head.method != "HEAD", !streamed.isComplete else {
+            finish(status: response.status, keepAlive: keepAlive)
+            return
+        }
+        machine.beginAnswering()
+        streamedAnswer = (streamed, response.status, keepAlive)
+        writeStreamedAnswer()
+    }
+
+    /// Writes the streamed answer's next pieces while the client's output holds less than its
+    /// low-water mark, so that its draining below the mark (`clientDrained`) asks for more: a
+    /// view holds one piece of the body and what the socket has not taken yet, whatever the
+    /// client's pace. The pieces are read from the log here, on the loop, 48 KiB at a time; a
+    /// second refill in one turn of the loop is sent on the next turn, so a client that reads as
+    /// fast as it is written gets a few hundred KiB per turn, and the loop's other connections
+    /// theirs in between.
+    private func writeStreamedAnswer() {
+        guard var answer = streamedAnswer.take() else { return }
+        let stream = client.stream
+        var more = true
+        while more, stream.queuedOutputBytes < SocketStream.lowWater {
+            let written = stream.withOutput { out in
+                Result { () throws(ByteSourceError) in try answer.body.write(into: &out, budget: Self.streamedStep) }
+            }
+            switch written {
+            case .success(let remains):
+                more = remains
+            case .failure(let error):
+                // The head is out: closing after what was written tells the client it is short.
+                client.logger.error("admin_view_failed", ["target": head.target, "error": error.description])
+                machine.end()
+                client.abortAfterFlush()
+                return
+            }
+        }
+        guard more else {
+            finish(status: answer.status, keepAlive: answer.keepAlive)
+            return
+        }
+        streamedAnswer = answer
+        let turn = client.loop.now
+        if turn == streamedTurn {
+            stream.flushOnNextTurn()
+        } else {
+            streamedTurn = turn
+            stream.flushSoon()
+        }
     }
 
     // MARK: Ending
@@ -632,7 +877,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         // Nothing reads the request's fields after this: they hold the next head's fields,
         // and a body that was not handed to the queue or the admin API holds the next body.
         client.recycle(&head.headers)
-        if !bodyHandedOn { client.proxyLoop.recycle(body: &bodyCopy) }
+        releaseBody()
         client.exchangeDidFinish(keepAlive: keepAlive)
     }
 

@@ -97,7 +97,9 @@ struct QueueAnswer: Equatable {
         + #"","idempotencyKey":"#.utf8.count + #","queuedAt":""#.utf8.count + "\"}\n".utf8.count
 
     /// The kept response of the completed operation `id`, framed by its length (it was stored
-    /// whole) and marked `Idempotent-Replayed: true`.
+    /// whole) and marked `Idempotent-Replayed: true`. A body that was too large to keep is
+    /// answered empty (`Content-Length: 0`) and marked `Outbox-Response-Body-Omitted: true`:
+    /// the client learns the outcome without taking a part for the whole.
     static func replayed(_ stored: StoredResponse, operation id: UUID) -> QueueAnswer {
         var headers = stored.headers
         headers.removeAll("Content-Length")
@@ -105,6 +107,7 @@ struct QueueAnswer: Equatable {
         headers.add("Content-Length", String(stored.body.count))
         headers.add("Outbox-Operation-Id", UUIDText.lowercase(id))
         headers.add("Idempotent-Replayed", "true")
+        if stored.omittedBodySize != nil { headers.add("Outbox-Response-Body-Omitted", "true") }
         return QueueAnswer(head: HTTPResponseHead(status: stored.status, headers: headers), body: stored.body)
     }
 }

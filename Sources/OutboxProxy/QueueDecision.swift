@@ -10,9 +10,10 @@ import OutboxQueue
 /// that is not queueable is forwarded while its origin is believed online and refused `503`
 /// otherwise, since nothing could answer it later; a queueable request is decided only once its
 /// whole body is in. Whole (`decide`), first match wins: a malformed or repeated idempotency
-/// header is refused; a key the queue already holds answers for that operation, whatever the
-/// origin's state (its stored response once completed, else a `202` for it), or `422` when the
-/// request differs; a new request is stored while the origin is offline or forced offline, while
+/// header is refused; a key the queue already holds for the request's origin answers for that
+/// operation, whatever the origin's state (its stored response once completed, given only to a
+/// request with the same credentials, else a `202` for it), or `422` when the request differs or
+/// the credentials do; a new request is stored while the origin is offline or forced offline, while
 /// its lane still holds work (so it cannot overtake an older write) or with `Outbox-Mode: queue`,
 /// and is forwarded otherwise. Cases carry only values the facts already hold, so the common
 /// "forward, nothing queued" decision builds nothing.
@@ -48,12 +49,13 @@ enum QueueDecision: Equatable, Sendable {
         case notQueueable(Connectivity)
     }
 
-    /// What the queue holds under the request's idempotency key.
+    /// What the queue holds under the request's idempotency key (within its origin).
     enum KnownKey: Equatable, Sendable {
         /// Nothing: the request is new.
         case unknown
-        /// An operation; for a completed one, its kept response when it could be read.
-        case operation(OperationSnapshot, storedResponse: StoredResponse?)
+        /// An operation; for a completed one, its kept response when it could be read, and
+        /// whether the request carries the credentials the operation was made with.
+        case operation(OperationSnapshot, storedResponse: StoredResponse?, sameCredentials: Bool)
     }
 
     /// `Outbox-Depends-On`, resolved by the queue.
@@ -102,9 +104,11 @@ enum QueueDecision: Equatable, Sendable {
         case .repeated: return .reject(.repeatedKey)
         case .absent, .given: break
         }
-        if case .operation(let existing, let stored) = request.known {
+        if case .operation(let existing, let stored, let sameCredentials) = request.known {
             guard existing.fingerprint == request.fingerprint else { return .reject(.keyReused) }
-            if existing.state.status == .completed, let stored { return .replay(stored, operation: existing.id) }
+            if existing.state.status == .completed, let stored {
+                return sameCredentials ? .replay(stored, operation: existing.id) : .reject(.keyInUse)
+            }
             return .accept(existing)
         }
         if request.connectivity != .online || request.forceQueue || request.laneHasQueued {

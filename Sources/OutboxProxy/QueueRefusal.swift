@@ -15,6 +15,9 @@ enum QueueRefusal: Equatable, Sendable {
     case repeatedKey
     /// The key belongs to an operation with another method, target or body: `422`.
     case keyReused
+    /// The key belongs to a completed operation made with other credentials: `422`, so that
+    /// one user cannot read another's stored response by repeating a key.
+    case keyInUse
     /// `Outbox-Depends-On` names no operation, by id or by key: `400`.
     case unknownDependency(String)
     /// The queue is full, or its storage failed: `507`.
@@ -29,6 +32,7 @@ enum QueueRefusal: Equatable, Sendable {
         case .invalidKey: .badRequest("\(idempotencyHeader) must be 1 to 255 visible ASCII characters")
         case .repeatedKey: .badRequest("several \(idempotencyHeader) headers")
         case .keyReused: .keyReused(idempotencyHeader)
+        case .keyInUse: .keyInUse(idempotencyHeader)
         case .unknownDependency(let reference):
             .badRequest("\(ControlHeaders.dependsOnName): no operation with id or key \(reference)")
         case .insufficientStorage(let reason): .insufficientStorage(reason)

@@ -105,19 +105,12 @@ final class Tunnel: SocketStreamDelegate, ConnectionRelay, DeadlineTracked {
 
     private static let established = Array("HTTP/1.1 200 Connection Established\r\n\r\n".utf8)
 
+    /// Through the pool, which refuses Outbox's own listeners and, for wildcard-only hosts,
+    /// internal addresses, as it does for every other connection.
     private func connect(_ origin: Origin) {
-        let pool = client.proxyLoop.pool
-        if let fd = pool.takeProbedConnection(to: origin) {
-            start(SocketStream(fd: fd, loop: client.loop, connecting: true))
-            return
-        }
-        guard let address = pool.addresses(of: origin)?.first else {
-            client.tunnelFailed(.upstream(.connectFailed("cannot resolve \(host)")))
-            return
-        }
-        switch Sockets.connect(to: address) {
+        switch client.proxyLoop.pool.connectSocket(to: origin) {
         case .failure(let error):
-            client.tunnelFailed(.upstream(.connectFailed(error.description)))
+            client.tunnelFailed(.upstream(error))
         case .success(let fd):
             start(SocketStream(fd: fd, loop: client.loop, connecting: true))
         }

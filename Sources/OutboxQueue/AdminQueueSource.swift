@@ -1,4 +1,5 @@
 import Foundation
+import OutboxHTTP
 import OutboxModel
 
 /// What the admin API reads from the queue. The queue implements it; the admin code never
@@ -16,8 +17,10 @@ package protocol AdminQueueSource: Sendable {
     /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
     func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
               limit: Int) -> (items: [OperationSnapshot], next: UUID?)
-    /// One operation with its stored request read back from disk.
-    func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)?
+    /// One operation for its view: its stored request checked on disk piece by piece, the
+    /// body's bytes passing through `visitBody` in order, and the body itself left on disk to
+    /// be read again by offset. Nil when unknown or unreadable.
+    func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) -> OperationView?
     /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.
     func waitUntilDrained(timeoutSeconds: Double) async -> Bool
     var maxRetries: Int { get }
@@ -36,6 +39,23 @@ package protocol AdminQueueSource: Sendable {
     func setForcedOffline(_ offline: Bool)
     /// Bytes of the log on disk.
     var storageBytes: Int { get }
+    /// Records the last recovery found damaged and skipped (their bytes are kept in `damaged/`).
+    var storageDamagedRecords: Int { get }
+}
+
+/// An operation as its admin view shows it: the snapshot (with the response and conflict it
+/// keeps), the stored request's headers, and its body as bytes in the log, which the view
+/// streams instead of holding (SPEC §6).
+package struct OperationView: Sendable {
+    package var snapshot: OperationSnapshot
+    package var headers: HTTPHeaders
+    package var body: any ByteSource
+
+    package init(snapshot: OperationSnapshot, headers: HTTPHeaders, body: any ByteSource) {
+        self.snapshot = snapshot
+        self.headers = headers
+        self.body = body
+    }
 }
 
 /// Why an admin write was refused.

@@ -15,9 +15,14 @@ import Synchronization
 public final class OutboxQueue: Sendable {
     private let log: OperationLog
     private let index: CountedIndex
-    /// Keys whose `created` record is being written: a second request with the same key waits
-    /// for the first instead of storing a duplicate.
-    private let reserving = Mutex<[String: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// Keys (of an origin) whose `created` record is being written: a second request with the
+    /// same key to the same origin waits for the first instead of storing a duplicate.
+    private let reserving = Mutex<[ScopedKey: [(fingerprint: [UInt8], completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void)]]>([:])
+    /// An idempotency key as it is unique: within one origin (SPEC §4).
+    private struct ScopedKey: Hashable, Sendable {
+        var origin: Origin
+        var key: String
+    }
     private let drainWaiters = Mutex<[UUID: CheckedContinuation<Bool, Never>]>([:])
     private let offline = Atomic<Bool>(false)
     /// States applied by `recordSoon` whose records are not on disk yet, with their responses:
@@ -34,9 +39,11 @@ public final class OutboxQueue: Sendable {
     /// body the read is a small part of the exchange anyway.
     private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
-    /// The attempts taken and not ended, and what waits on them; taken only inside the index's
-    /// lock (so a removal and a lane's next pick see the same state), never the other way round.
+    /// What waits on the attempts taken and not ended; taken only inside the index's lock (so a
+    /// removal and a lane's next pick see the same state), never the other way round.
     private let book = Mutex(AttemptBook())
+    /// Large bodies enter the log's buffer a few at a time (see `LargeAppendGate`).
+    private let largeAppends = LargeAppendGate()
     private let replayer = Mutex<(any LaneWaker)?>(nil)
     private let logger: Logger
     private let maxOperations: Int
@@ -107,6 +114,9 @@ public final class OutboxQueue: Sendable {
         ttlSeconds = config.queue.ttlSeconds
         maxRetries = config.retry.maxRetries
         for origin in index.knownOrigins { reachability.register(origin) }
+        // Only origins holding work are probed; the others are tried by the next request.
+        let counted = self.index
+        reachability.setHasStoredWork { origin in counted.withLock { $0.hasQueued(origin: origin) } }
         logger.debug("queue_opened", ["operations": String(index.count), "pending": String(index.count(of: .pending)),
                                      "directory": config.dataDirectory])
     }
@@ -215,11 +225,19 @@ public final class OutboxQueue: Sendable {
     /// periodically by `main`'s maintenance task.
     package func maintain(now: Int64 = WallClock.millis()) async {
         defer { compactIfDue(now: now) }
+        reachability.forgetIdle()
         let (retired, expired) = index.withLock {
             ($0.retentionExpired(now: now, retentionSeconds: retentionSeconds), $0.expired(now: now, ttlSeconds: ttlSeconds))
         }
         if !retired.isEmpty {
-            let removed = await remove(retired, where: { $0.status == .completed })
+            var removed = 0
+            for start in stride(from: 0, to: retired.count, by: Self.removalBatch) {
+                let ids = retired[start..<min(start + Self.removalBatch, retired.count)]
+                // Still completed as its removal begins: one retried meanwhile stays.
+                let step = await remove { index in ids.compactMap { index.beginRemoval($0, where: { $0.status == .completed }) } }
+                removed += step.removed
+                if !step.written { break }
+            }
             logger.info("retention_removed", ["operations": String(removed)])
         }
         for id in expired {
@@ -262,61 +280,94 @@ public final class OutboxQueue: Sendable {
 
     @discardableResult
     package func delete(_ id: UUID) async -> Bool {
-        await remove([id]) == 1
+        await remove { index in index.beginRemoval(id).map { [$0] } ?? [] }.removed == 1
     }
 
-    /// Removes those of `ids` that `include` accepts as they are when their removal begins, and
-    /// returns how many went. Each leaves its lane first, under the lock its lane's next pick
-    /// takes, so from then on nothing sends it; one in flight then has its attempt cancelled
-    /// (its exchange closed), and keeps its lane busy until it is gone. Then the `deleted`
-    /// records are written, all appended at once so that one group commit covers them, and
-    /// what was written leaves the index; what could not be written goes back to its lane.
-    private func remove(_ ids: [UUID], where include: (QueueIndex<OperationRecords>.Entry) -> Bool = { _ in true }) async -> Int {
+    /// Operations removed per step of a bulk delete, prune or retention sweep: one group commit
+    /// of their `deleted` records and two holds of the index's lock each, so a million removals
+    /// cost a thousand steps and hold a thousand entries at a time, never a task or a list of
+    /// everything.
+    static let removalBatch = 1000
+
+    /// An operation whose removal has begun (``QueueIndex/beginRemoval(_:where:)``), and the
+    /// cancellation of its attempt when it was in flight.
+    private typealias Removal = (entry: QueueIndex<OperationRecords>.Entry, inFlight: CallCancellation?)
+
+    /// Removes, as one step, the operations that `begin` starts removing (at most
+    /// ``removalBatch``), and returns how many went and whether every record was written. `begin`
+    /// runs under the lock the lanes' next picks take, so each operation leaves its lane in the
+    /// same step as it is chosen, and from then on nothing sends it; one in flight has its
+    /// attempt cancelled (its exchange closed) and keeps its lane busy until it is gone. Then
+    /// the `deleted` records are appended together (one group commit; one completion shared by
+    /// all of them, no closure per record); the operations whose records are on disk leave the
+    /// index under one lock and are announced, and those whose records could not be written go
+    /// back to their lanes. `removed` counts only what this step removed: an operation another
+    /// removal had begun is not begun again, so it is never counted twice.
+    private func remove(beginning begin: (inout QueueIndex<OperationRecords>) -> [Removal]) async -> (removed: Int, written: Bool) {
         let (begun, cancelled) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], [CallCancellation]) in
-            let begun = ids.compactMap { index.beginRemoval($0, where: include) }
+            let removals = begin(&index)
+            let begun = removals.map(\.entry)
             // A taken attempt waiting for its mark hears the removal too.
-            let waiting = book.withLock { book in begun.compactMap { book.marks.removeValue(forKey: $0.entry.id) } }
+            let waiting = book.withLock { book in book.marks.isEmpty ? [] : begun.compactMap { book.marks.removeValue(forKey: $0.id) } }
             for mark in waiting { mark.settle(written: false) }
-            return (begun.map(\.entry), begun.compactMap(\.inFlight))
+            return (begun, removals.compactMap(\.inFlight))
         }
         for cancellation in cancelled { cancellation.cancel(.removed) }
-        guard !begun.isEmpty else { return 0 }
-        let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Bool], Never>) in
-            let outcomes = Mutex([Bool](repeating: false, count: begun.count))
-            let writes = Countdown { continuation.resume(returning: outcomes.withLock { $0 }) }
-            for (position, entry) in begun.enumerated() {
-                writes.add()
-                log.append(.deleted(entry.id)) { [logger] result in
-                    if case .failure(let error) = result {
-                        logger.warn("storage_failed", ["operation": "delete", "id": entry.id.lowercasedText, "error": "\(error)"])
-                    } else {
-                        outcomes.withLock { $0[position] = true }
-                    }
-                    writes.done()
-                }
-            }
-            writes.done()
+        guard !begun.isEmpty else { return (0, true) }
+        let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<RemovalWrites.Outcome, Never>) in
+            let writes = RemovalWrites(count: begun.count) { continuation.resume(returning: $0) }
+            let done: @Sendable (Result<RecordLocation, StorageError>) -> Void = { writes.done($0) }
+            for entry in begun { log.append(.deleted(entry.id), completion: done) }
+        }
+        if let failure = outcome.failure {
+            logger.warn("storage_failed", ["operation": "delete", "operations": String(begun.count),
+                                           "id": begun[0].id.lowercasedText, "error": "\(failure)"])
         }
         let woken = index.withLock { index -> [Origin] in
-            for (entry, written) in zip(begun, results) {
-                if written {
-                    if let removed = index.remove(entry.id) { discard(removed.locator) }
+            for (position, entry) in begun.enumerated() {
+                if outcome.written[position] {
+                    if let gone = index.remove(entry.id) { discard(gone.locator) }
                 } else {
                     index.abortRemoval(entry.id)
                 }
             }
             return index.takeLanesToWake()
         }
-        for (entry, written) in zip(begun, results) where written { announce(entry, status: "removed") }
+        var removed = 0
+        for (position, entry) in begun.enumerated() where outcome.written[position] {
+            announce(entry, status: "removed")
+            removed += 1
+        }
         wake(woken)
         notifyDrainWaiters()
-        return results.count(where: { $0 })
+        return (removed, outcome.failure == nil)
     }
 
-    private func entries(where include: (QueueIndex<OperationRecords>.Entry) -> Bool,
-                         status: OperationStatus? = nil) -> [QueueIndex<OperationRecords>.Entry] {
-        index.withLock { index in
-            index.list(QueueIndex<OperationRecords>.Filter(status: status), limit: Int.max).entries.filter(include)
+    /// Removes the operations that match `filter` and `include` when it starts (ones created
+    /// meanwhile are left alone), in queue order, ``removalBatch`` at a time; returns how many
+    /// it removed. Each page is read and its removals begun under one hold of the lock, so the
+    /// status a page was chosen by is the status its removals begin with (one taken for
+    /// delivery since is in flight, and a bulk delete by status leaves it), and the event
+    /// loops' lookups wait for one page at most; it stops at the first step whose records
+    /// could not be written.
+    private func removeAll(_ filter: QueueIndex<OperationRecords>.Filter,
+                           where include: (QueueIndex<OperationRecords>.Entry) -> Bool) async -> Int {
+        let end = index.withLock { $0.nextSequence }
+        var cursor: UInt64?
+        var removed = 0
+        while true {
+            var next: UInt64?
+            let step = await remove { index in
+                let page = index.list(filter, afterSequence: cursor, limit: Self.removalBatch)
+                next = page.next.flatMap { $0 < end ? $0 : nil }
+                return page.entries.compactMap { entry in
+                    guard entry.sequence < end, include(entry) else { return nil }
+                    return index.beginRemoval(entry.id)
+                }
+            }
+            removed += step.removed
+            guard step.written, let next else { return removed }
+            cursor = next
         }
     }
 
@@ -330,8 +381,9 @@ public final class OutboxQueue: Sendable {
                           orderingKey: entry.orderingKey, state: state ?? entry.state)
     }
 
-    /// What the proxy answers a repeated key with: the fingerprint lives in the `created`
-    /// record and the response of a completed operation in its latest state, both read from disk.
+    /// What the proxy answers a repeated key with: the fingerprint and the credential digest
+    /// live in the `created` record and the response of a completed operation in its latest
+    /// state, both read from disk.
     private func keyHolder(_ entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError) -> OperationSnapshot {
         var request = try read(entry.id) { () throws(StorageError) in try log.readRequest(at: entry.locator.created) }.get()
         request.fingerprint = IdempotencyKey.fingerprint(of: request)
@@ -339,7 +391,9 @@ public final class OutboxQueue: Sendable {
         if entry.status == .completed {
             state.response = try latestBodies(of: entry).response
         }
-        return snapshot(entry, request: request, state: state)
+        var holder = snapshot(entry, request: request, state: state)
+        holder.credentials = IdempotencyKey.credentials(of: request)
+        return holder
     }
 
     /// The entry's latest state in full (its whole `lastError`, any bodies), to be written again
@@ -467,15 +521,15 @@ extension OutboxQueue: QueueGateway {
         index.withLock { $0.hasQueued(origin: origin, orderingKey: orderingKey) }
     }
 
-    package func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot? {
-        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey) }) else { return nil }
+    package func operation(withKey idempotencyKey: String, origin: Origin) throws(QueueReadError) -> OperationSnapshot? {
+        guard let entry = index.withLock({ $0.entry(forKey: idempotencyKey, origin: origin) }) else { return nil }
         return try keyHolder(entry)
     }
 
-    package func resolveDependency(_ reference: String) -> UUID? {
+    package func resolveDependency(_ reference: String, origin: Origin) -> UUID? {
         index.withLock { index in
             if let id = UUID(uuidString: reference), index.entry(id) != nil { return id }
-            return index.entry(forKey: reference)?.id
+            return index.entry(forKey: reference, origin: origin)?.id
         }
     }
 
@@ -492,13 +546,25 @@ extension OutboxQueue: QueueGateway {
         // Made here, on the caller's thread: the key's parse and both table hashes would
         // otherwise run on the log's writer thread, whose completions hold back the next sync.
         let insertion = QueueIndex<OperationRecords>.Insertion(operation, state: operation.state, freshKey: freshKey)
-        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
-        log.append(.created(request, operation.state)) { [self] result in
+        let finish: @Sendable (Result<RecordLocation, StorageError>) -> Void = { [self] result in
             let outcome = indexStored(operation, insertion, result)
             if keyIsFresh {
                 completion(outcome)
             } else {
-                settle(key: operation.idempotencyKey, fingerprint: operation.fingerprint, outcome, completion)
+                settle(key: ScopedKey(origin: operation.origin, key: operation.idempotencyKey), fingerprint: operation.fingerprint,
+                       outcome, completion)
+            }
+        }
+        // The completion keeps the snapshot only: the request (headers, body) is in the frame.
+        let bodyBytes = request.bodyCount
+        guard bodyBytes >= LargeAppendGate.threshold else {
+            log.append(.created(request, operation.state), completion: finish)
+            return
+        }
+        largeAppends.admit(bodyBytes) { [self] in
+            log.append(.created(request, operation.state)) { [self] result in
+                largeAppends.release(bodyBytes)
+                finish(result)
             }
         }
     }
@@ -529,6 +595,8 @@ extension OutboxQueue: QueueGateway {
         case .success(let woken):
             metrics.enqueued()
             announce(operation.id, operation.state, lane: (operation.origin, operation.orderingKey))
+            // Stored while its origin is offline: probed from now on, and not woken below.
+            reachability.workStored(for: operation.origin)
             wake(woken.filter(isKickable))
             return .success(operation)
         case .failure(let error):
@@ -548,12 +616,13 @@ extension OutboxQueue: QueueGateway {
     private func reserveKey(of request: OperationRequest,
                             _ completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) -> Bool {
         // One writer per key: later requests with the key wait for the first one's outcome.
+        let key = ScopedKey(origin: request.origin, key: request.idempotencyKey)
         let first = reserving.withLock { map -> Bool in
-            if map[request.idempotencyKey] != nil {
-                map[request.idempotencyKey]?.append((request.fingerprint, completion))
+            if map[key] != nil {
+                map[key]?.append((request.fingerprint, completion))
                 return false
             }
-            map[request.idempotencyKey] = []
+            map[key] = []
             return true
         }
         guard first else { return false }
@@ -561,14 +630,14 @@ extension OutboxQueue: QueueGateway {
         // may have been stored since (forwarded first, then queued; or on another loop). A second
         // `created` record for the key would be refused by the index while its client heard
         // 202: answer it as a request that waited for the key's first writer is answered.
-        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey) }) else { return true }
+        guard let holder = index.withLock({ $0.entry(forKey: request.idempotencyKey, origin: request.origin) }) else { return true }
         let outcome: Result<OperationSnapshot, EnqueueError>
         do {
             outcome = .success(try keyHolder(holder))
         } catch {
             outcome = .failure(.storage("\(error)"))
         }
-        settle(key: request.idempotencyKey, fingerprint: request.fingerprint, outcome, completion)
+        settle(key: key, fingerprint: request.fingerprint, outcome, completion)
         return false
     }
 
@@ -585,7 +654,7 @@ extension OutboxQueue: QueueGateway {
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
     /// goes to all of them.
-    private func settle(key: String, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
+    private func settle(key: ScopedKey, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
@@ -958,6 +1027,8 @@ extension OutboxQueue: AdminQueueSource {
 
     package var storageBytes: Int { log.diskBytes }
 
+    package var storageDamagedRecords: Int { log.damagedRecords }
+
     package func activeLanes(origin: Origin) -> Int {
         index.withLock { $0.activeLanes(origin: origin) }
     }
@@ -988,6 +1059,35 @@ extension OutboxQueue: AdminQueueSource {
         return (items, page.next == nil ? nil : items.last?.id)
     }
 
+    package func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) -> OperationView? {
+        var entry = index.withLock { $0.entry(id) }
+        // A compaction that moved the record a moment ago is about to point the index at the
+        // copy: look again (nothing of the body was visited, a stale location is refused first).
+        for _ in 0..<4 {
+            guard let current = entry else { return nil }
+            let head: (request: OperationRequest, body: LogBytes)
+            do throws(StorageError) {
+                head = try log.readRequestHead(at: current.locator.created, visitingBody: visitBody)
+            } catch .stale {
+                entry = index.withLock { $0.entry(id) }
+                continue
+            } catch {
+                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
+                return nil
+            }
+            var state = current.state
+            do {
+                (state.response, state.conflict) = try latestBodies(of: current)
+            } catch {
+                // Logged by `read`; the view shows the rest.
+            }
+            return OperationView(snapshot: snapshot(current, request: head.request, state: state), headers: head.request.headers,
+                                 body: head.body)
+        }
+        logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "its record kept moving"])
+        return nil
+    }
+
     package func detail(_ id: UUID) -> (OperationSnapshot, OperationRequest)? {
         guard let entry = index.withLock({ $0.entry(id) }) else { return nil }
         // `read` logs an unreadable record as an error with the operation id. Without its
@@ -1015,18 +1115,17 @@ extension OutboxQueue: AdminQueueSource {
         // than any sent before.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
-        guard let (snapshot, _) = detail(id) else { return .failure(.notFound) }
-        return .success(snapshot)
+        // The body is not needed for the answer: checked in pieces, never held.
+        guard let view = view(id, visitingBody: { _ in }) else { return .failure(.notFound) }
+        return .success(view.snapshot)
     }
 
     package func deleteAll(status: OperationStatus?) async -> Int {
-        // The status is looked at again as each removal begins: one taken for delivery since the
-        // listing is in flight, no longer pending, and stays.
-        await remove(entries(where: { _ in true }, status: status).map(\.id), where: { status == nil || $0.status == status })
+        await removeAll(QueueIndex<OperationRecords>.Filter(status: status), where: { _ in true })
     }
 
     package func prune(createdBefore cutoff: Int64) async -> Int {
-        await remove(entries(where: { $0.createdAt < cutoff }).map(\.id))
+        await removeAll(QueueIndex<OperationRecords>.Filter(), where: { $0.createdAt < cutoff })
     }
 
     package func flush() async {
@@ -1071,6 +1170,36 @@ extension OutboxQueue: AdminQueueSource {
                 drainWaiters.withLock { $0.removeValue(forKey: token) }?.resume(returning: false)
             }
         }
+    }
+}
+
+/// The `deleted` records of one removal step on their way to disk: which of them were written,
+/// in append order (the log completes a caller's appends in the order it made them), and the
+/// first failure; `then` runs once every one has completed.
+private final class RemovalWrites: Sendable {
+    struct Outcome: Sendable {
+        var written: [Bool]
+        var failure: StorageError?
+    }
+
+    private let state: Mutex<(next: Int, outcome: Outcome)>
+    private let then: @Sendable (Outcome) -> Void
+
+    init(count: Int, then: @escaping @Sendable (Outcome) -> Void) {
+        state = Mutex((0, Outcome(written: [Bool](repeating: false, count: count))))
+        self.then = then
+    }
+
+    func done(_ result: Result<RecordLocation, StorageError>) {
+        let finished = state.withLock { state -> Outcome? in
+            switch result {
+            case .success: state.outcome.written[state.next] = true
+            case .failure(let error): state.outcome.failure = state.outcome.failure ?? error
+            }
+            state.next += 1
+            return state.next == state.outcome.written.count ? state.outcome : nil
+        }
+        if let finished { then(finished) }
     }
 }
 

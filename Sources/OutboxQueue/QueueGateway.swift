@@ -12,13 +12,16 @@ package protocol QueueGateway: AnyObject, Sendable {
     /// Operations not yet finished in the lane of `origin` and `orderingKey` (nil: the default
     /// lane): new writes to that lane queue behind them, never overtake them.
     func hasQueued(_ origin: Origin, orderingKey: String?) -> Bool
-    /// The stored operation carrying `idempotencyKey`, if any, with the response it completed
-    /// with (read from disk). Throws when the key is indexed but its records cannot be read:
-    /// the caller can then tell neither a repeat from a conflict nor a free key, and must answer
-    /// an error rather than store or forward the request again.
-    func operation(withKey idempotencyKey: String) throws(QueueReadError) -> OperationSnapshot?
-    /// An id or idempotency key from `Outbox-Depends-On`, resolved to an operation id.
-    func resolveDependency(_ reference: String) -> UUID?
+    /// The stored operation of `origin` carrying `idempotencyKey`, if any, with the response it
+    /// completed with (read from disk) and the digest of the credentials it was made with. Keys
+    /// are scoped to an origin: the same key sent to another origin is another operation.
+    /// Throws when the key is indexed but its records cannot be read: the caller can then tell
+    /// neither a repeat from a conflict nor a free key, and must answer an error rather than
+    /// store or forward the request again.
+    func operation(withKey idempotencyKey: String, origin: Origin) throws(QueueReadError) -> OperationSnapshot?
+    /// An id, or an idempotency key of `origin`, from `Outbox-Depends-On`, resolved to an
+    /// operation id.
+    func resolveDependency(_ reference: String, origin: Origin) -> UUID?
     /// Stores the operation durably; `completion` runs after its record is on stable storage,
     /// with the operation that holds the request's key (this one, or one stored before it).
     /// `freshKey`: the random UUID the proxy made up as this request's key (its lowercase text

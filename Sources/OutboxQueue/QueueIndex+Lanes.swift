@@ -65,10 +65,13 @@ extension QueueIndex {
     }
 
     /// Takes `state` for the record at `slot`, then re-places what waits for it. Its attempt
-    /// count never goes down here: a state made from an older look at the operation must not
-    /// lower the number its next attempt carries (only `release` gives an attempt back).
+    /// count goes down by one at most, and only as the attempt in flight ends (its outcome is
+    /// made from the in-flight state, and one that never left Outbox gives its number back):
+    /// any other state may be made from an older look at the operation (an admin retry), and
+    /// must not lower the number its next attempt carries (`release` gives an attempt back too).
     mutating func apply(_ state: IndexedState, to slot: Int32) {
-        let attempts = records[Int(slot)].attempts
+        var attempts = records[Int(slot)].attempts
+        if records[Int(slot)].status == .inProgress, state.status != .inProgress, attempts > 0 { attempts -= 1 }
         records[Int(slot)].take(state)
         records[Int(slot)].attempts = max(attempts, state.attempts)
         setStatus(state.status, of: slot)
@@ -253,7 +256,7 @@ extension QueueIndex {
         tombstones = 0
         let slots = (0..<Int32(records.count))
         ids.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records] in records[Int($0)].key.tableHash })
+        keys.rebuild(capacityFor: records.count, slots: slots, hashOf: { [records, lanes] in Self.keyHash(ofSlot: $0, records, lanes) })
         rebuildLanes()
     }
 

@@ -9,9 +9,9 @@ import OutboxModel
 /// Between the first `restore` call and `finishRestoring()` only the `restore…` calls may
 /// be used: the lane structures are not kept up to date until then.
 extension QueueIndex {
-    /// Adds a restored operation, in log order. Throws for an id or key already indexed (the
-    /// first record holding it wins), and for an operation without an origin when none was
-    /// restored before it.
+    /// Adds a restored operation, in log order. Throws for an id, or a key of the same origin,
+    /// already indexed (the first record holding it wins), and for an operation without an
+    /// origin when none was restored before it.
     public mutating func restore(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
         // The origin first, before the checks: a refused record still sets the origin that
         // the records after it (with `origin` nil) share.
@@ -23,12 +23,13 @@ extension QueueIndex {
         } else {
             throw .unknownOrigin(insertion.id)
         }
-        try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, keyHash: insertion.keyHash)
+        let keyHash = Self.keyHash(insertion.keyHash, origin: originNumber)
+        try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, origin: originNumber, keyHash: keyHash)
         let lane = lane(of: originNumber, orderingKey: insertion.orderingKey)  // on its own: see `insert`
         var restored = record(insertion, lane: lane, locator: locator)
         restored.take(insertion.state)
         restored.status = insertion.state.status
-        _ = append(consume restored, idHash: insertion.idHash, keyHash: insertion.keyHash)
+        _ = append(consume restored, idHash: insertion.idHash, keyHash: keyHash)
     }
 
     /// Takes a later state of operation `id` (and lets `relocate` change its locator); false

@@ -510,11 +510,13 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// Adds a prepared operation (see `insert(id:origin:...)` for the order to keep).
     public mutating func insert(_ insertion: Insertion, locator: Locator) throws(QueueIndexError) {
         guard let origin = insertion.origin else { throw .unknownOrigin(insertion.id) }
-        try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, keyHash: insertion.keyHash)
+        let originNumber = intern(origin)
+        let keyHash = Self.keyHash(insertion.keyHash, origin: originNumber)
+        try checkNew(insertion.id, idHash: insertion.idHash, key: insertion.key, origin: originNumber, keyHash: keyHash)
         // The lane first, on its own: as an argument of `record`, its mutation of `self` while
         // `record` borrows it would make the compiler copy the whole index.
-        let lane = intern(origin, orderingKey: insertion.orderingKey)
-        let slot = append(record(insertion, lane: lane, locator: locator), idHash: insertion.idHash, keyHash: insertion.keyHash)
+        let lane = lane(of: originNumber, orderingKey: insertion.orderingKey)
+        let slot = append(record(insertion, lane: lane, locator: locator), idHash: insertion.idHash, keyHash: keyHash)
         apply(insertion.state, to: slot)
     }
 
@@ -524,10 +526,11 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
                key: insertion.key, dependsOn: insertion.dependsOn, priority: insertion.priority, lane: lane, locator: locator)
     }
 
-    /// Throws when the id or the key is indexed already.
-    func checkNew(_ id: UUID, idHash: Int, key: IndexedKey, keyHash: Int) throws(QueueIndexError) {
+    /// Throws when the id, or the key within the origin numbered `origin`, is indexed already.
+    /// `keyHash` is the key's hash in the table (``keyHash(_:origin:)``).
+    func checkNew(_ id: UUID, idHash: Int, key: IndexedKey, origin: UInt32, keyHash: Int) throws(QueueIndexError) {
         guard slot(of: id, hash: idHash) == nil else { throw .duplicateID(id) }
-        guard slot(ofKey: key, hash: keyHash) == nil else { throw .duplicateKey(key.string) }
+        guard slot(ofKey: key, origin: origin, hash: keyHash) == nil else { throw .duplicateKey(key.string) }
     }
 
     /// Appends a new record (in no lane structure yet) to the records, its lane and both
@@ -542,11 +545,11 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         // `self`, and with it the table being mutated, forcing a copy-on-write of every bucket.
         // Made only when a table grows or drains: the capture costs a retain and a release.
         if ids.isFull { ids.grow(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
-        if keys.isFull { keys.grow(hashOf: { [records] in records[Int($0)].key.tableHash }) }
+        if keys.isFull { keys.grow(hashOf: { [records, lanes] in Self.keyHash(ofSlot: $0, records, lanes) }) }
         ids.insert(slot, hash: idHash)
         keys.insert(slot, hash: keyHash)
         if ids.isDraining { ids.drain(hashOf: { [records] in Self.hash(records[Int($0)].id) }) }
-        if keys.isDraining { keys.drain(hashOf: { [records] in records[Int($0)].key.tableHash }) }
+        if keys.isDraining { keys.drain(hashOf: { [records, lanes] in Self.keyHash(ofSlot: $0, records, lanes) }) }
         return slot
     }
 
@@ -583,7 +586,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// its strings dropped, one member less in its lane.
     mutating func forget(_ slot: Int32, hash: Int) {
         ids.remove(slot, hash: hash, hashOf: { [records] in Self.hash(records[Int($0)].id) })
-        keys.remove(slot, hash: records[Int(slot)].key.tableHash, hashOf: { [records] in records[Int($0)].key.tableHash })
+        keys.remove(slot, hash: Self.keyHash(ofSlot: slot, records, lanes),
+                    hashOf: { [records, lanes] in Self.keyHash(ofSlot: $0, records, lanes) })
         records[Int(slot)].tag = nil
         records[Int(slot)].lastError = nil
         records[Int(slot)].key = .text("")
@@ -596,9 +600,12 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         slot(of: id).map(entry(at:))
     }
 
-    /// The operation with this idempotency key (exact match).
-    public func entry(forKey key: String) -> Entry? {
-        slot(ofKey: IndexedKey(key)).map(entry(at:))
+    /// The operation of `origin` with this idempotency key (exact match). Keys are scoped to an
+    /// origin (SPEC §4): the same key sent to another origin is another operation.
+    public func entry(forKey key: String, origin: Origin) -> Entry? {
+        guard let number = originNumbers[origin] else { return nil }
+        let key = IndexedKey(key)
+        return slot(ofKey: key, origin: number, hash: Self.keyHash(key.tableHash, origin: number)).map(entry(at:))
     }
 
     /// Operations with `status`, over all origins.
@@ -660,8 +667,25 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         ids.find(hash: hash ?? Self.hash(id)) { records[Int($0)].id == id }
     }
 
-    func slot(ofKey key: IndexedKey, hash: Int? = nil) -> Int32? {
-        keys.find(hash: hash ?? key.tableHash) { records[Int($0)].key == key }
+    /// The slot holding `key` within the origin numbered `origin`; `hash` is ``keyHash(_:origin:)``.
+    func slot(ofKey key: IndexedKey, origin: UInt32, hash: Int) -> Int32? {
+        keys.find(hash: hash) { records[Int($0)].key == key && lanes[Int(records[Int($0)].lane)].origin == origin }
+    }
+
+    /// A key's hash in the key table: the key's own hash mixed with its origin's number, so that
+    /// one key sent to many origins (clients choose both) spreads over the buckets instead of
+    /// making one long probe sequence.
+    static func keyHash(_ keyHash: Int, origin: UInt32) -> Int {
+        var z = UInt64(origin) &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return keyHash ^ Int(truncatingIfNeeded: z ^ (z >> 31))
+    }
+
+    /// The key-table hash of the record at `slot`. Static, over the two arrays it reads: the
+    /// tables' rehash closures capture those rather than `self` (see `append`).
+    static func keyHash(ofSlot slot: Int32, _ records: [Record], _ lanes: [Lane]) -> Int {
+        keyHash(records[Int(slot)].key.tableHash, origin: lanes[Int(records[Int(slot)].lane)].origin)
     }
 
     /// Version-4 UUIDs are random already; fold the two halves and mix so that ids that are
@@ -675,10 +699,6 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         guard let number = originNumbers[origin] else { return nil }
         guard let orderingKey else { return originLanes[Int(number)].defaultLane }
         return laneNumbers[LaneName(origin: number, orderingKey: orderingKey)]
-    }
-
-    private mutating func intern(_ origin: Origin, orderingKey: String?) -> UInt32 {
-        lane(of: intern(origin), orderingKey: orderingKey)
     }
 
     /// The number of `origin`, made when it is new (with its default lane).

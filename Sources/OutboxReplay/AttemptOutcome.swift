@@ -8,6 +8,8 @@ import OutboxModel
 /// | 409 | `conflict`, the 409 response kept |
 /// | status in `retryableStatuses`, or a transport failure | `retry` |
 /// | any other status (1xx included: an upstream client never hands one over as final) | `failed` |
+/// | none: Outbox had no descriptor for the socket, nothing was sent | `notSent` |
+/// | none: Outbox refuses the target (its own listener, or an internal address a wildcard may not reach) | `failed` |
 ///
 /// 409 is checked before `retryableStatuses`, so configuring 409 as retryable has no effect:
 /// a conflict needs someone to resolve it, which sending the same request again never does,
@@ -21,6 +23,9 @@ public enum AttemptOutcome: Sendable, Equatable {
     case retry(error: String)
     /// Permanent failure; `error` becomes the operation's `lastError` (e.g. `HTTP 400`).
     case failed(error: String)
+    /// The attempt never left Outbox (no descriptor for its socket, SPEC §6): it spends no
+    /// retry and is tried again shortly; `error` becomes the operation's `lastError`.
+    case notSent(error: String)
 
     /// The outcome of an attempt that got a final response from the upstream.
     public init(response: StoredResponse, retryableStatuses: Set<Int>) {
@@ -37,5 +42,18 @@ public enum AttemptOutcome: Sendable, Equatable {
     /// same idempotency key makes resending safe.
     public init(transportFailure description: String) {
         self = .retry(error: description)
+    }
+
+    /// The outcome of an attempt that failed with `error` before any response: `notSent` when
+    /// Outbox itself lacked the descriptor; `failed` when Outbox refuses the target (SPEC §3:
+    /// the refusal is a rule about where the target resolves, which no retry changes, so
+    /// spending `maxRetries` on it would only hold the lane); else a transport failure (retry
+    /// after backoff).
+    public init(failure error: UpstreamError) {
+        switch error {
+        case .localResourcesExhausted: self = .notSent(error: error.summary)
+        case .targetRefused: self = .failed(error: error.summary)
+        default: self.init(transportFailure: error.summary)
+        }
     }
 }

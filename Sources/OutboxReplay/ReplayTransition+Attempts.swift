@@ -8,6 +8,10 @@ extension ReplayTransition {
     /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
 
+    /// How long an attempt that could not leave Outbox (`AttemptOutcome.notSent`) waits before
+    /// it is tried again: as long as the listener's longest pause when descriptors run out.
+    public static let notSentDelaySeconds = 1.0
+
     /// The state after an attempt with `outcome` ended at `now` (ms since the epoch).
     ///
     /// - completed / conflict: the response is kept, `lastError` is cleared / set to `HTTP 409`.
@@ -16,6 +20,9 @@ extension ReplayTransition {
     ///   `nextAttemptAt` = now + the delay before that retry, where `retryAfter` (seconds, from
     ///   the upstream's `Retry-After`) wins over the backoff; once retries are exhausted,
     ///   `failed` with `lastError` "<error> (retries exhausted)".
+    /// - notSent: back to `pending`, `retryCount` unchanged and the attempt's number given back
+    ///   (`attempts` one lower: nothing was sent, so no retry is spent and the next attempt
+    ///   carries the same number), `nextAttemptAt` = now + ``notSentDelaySeconds``.
     public static func nextState(current: OperationState, outcome: AttemptOutcome, now: Int64,
                                  policy: RetryPolicy, retryAfter: Double?,
                                  random: inout some RandomNumberGenerator) -> OperationState {
@@ -45,6 +52,11 @@ extension ReplayTransition {
             next.lastError = error
             let delay = retryAfter ?? policy.delay(beforeRetry: next.retryCount, random: &random)
             next.nextAttemptAt = now + WallClock.milliseconds(delay)
+        case .notSent(let error):
+            next.status = .pending
+            next.attempts = max(0, current.attempts - 1)
+            next.lastError = error
+            next.nextAttemptAt = now + WallClock.milliseconds(notSentDelaySeconds)
         }
         return next
     }

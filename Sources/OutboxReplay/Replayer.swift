@@ -110,8 +110,9 @@ public actor Replayer {
     /// `stop`, waiting for the last worker to finish.
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
 
-    /// Largest upstream response body kept with a completed or conflicted operation.
-    static let maxStoredResponseBytes = 1 << 20
+    /// Largest upstream response body kept with a completed or conflicted operation; a longer
+    /// one is counted and omitted (`StoredResponse.omittedBodySize`), never kept cut.
+    static let maxStoredResponseBytes = StoredResponse.maxBodyBytes
 
     /// - Parameter clock: the system clock in production; a `ManualReplayClock` in tests, so
     ///   backoff is stepped through instead of slept through.
@@ -402,7 +403,8 @@ public actor Replayer {
             // The origin answers, too slowly (a trickle, an endless body): not unreachable.
             outcome = AttemptOutcome(transportFailure: "attempt timed out after \(Self.seconds(seconds)) s")
         case (.success(let response), _):
-            let stored = StoredResponse(status: response.head.status, headers: response.head.headers, body: response.body)
+            let stored = StoredResponse(status: response.head.status, headers: response.head.headers, body: response.body,
+                                        omittedBodySize: response.truncated ? response.bodySize : nil)
             outcome = AttemptOutcome(response: stored, retryableStatuses: policy.retryableStatuses)
             retryAfter = RetryAfter.seconds(in: response.head.headers, nowMilliseconds: finished)
             if unavailableStatuses.contains(response.head.status) {
@@ -411,7 +413,9 @@ public actor Replayer {
                 reachability.markOnline(origin)
             }
         case (.failure(let error), nil):
-            outcome = AttemptOutcome(transportFailure: error.summary)
+            // Outbox's own lack of a descriptor is `notSent`: no retry spent, the origin not
+            // blamed; a target Outbox refuses to reach fails at once.
+            outcome = AttemptOutcome(failure: error)
             if error.meansUnreachable { reachability.markOffline(origin, reason: error.summary) }
         }
         return record(attempt, outcome: outcome, retryAfter: retryAfter, origin: origin, window: window)

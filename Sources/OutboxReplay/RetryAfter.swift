@@ -18,11 +18,14 @@ public enum RetryAfter {
         let bytes = Array(value.utf8)
         guard let first = bytes.first else { return nil }
         if isDigit(first) {
-            guard bytes.allSatisfy(isDigit) else { return nil }
-            // Many digits stand for "a very long time"; clamp rather than overflow.
-            if bytes.count > 10 { return maximumSeconds }
-            let seconds = bytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-            return min(Double(seconds), maximumSeconds)
+            // delay-seconds = 1*DIGIT: the first byte rules out a sign, CheckedNumber the rest
+            // (`1e300`, `1.5`, `12a` are invalid). Many digits stand for "a very long time":
+            // clamped to maximumSeconds, as documented, rather than refused or overflowed.
+            do throws(NumberError) {
+                return Double(try CheckedNumber.integer(value, in: 0...Int(maximumSeconds)))
+            } catch {
+                return error.problem == .outOfRange ? maximumSeconds : nil
+            }
         }
         guard let date = httpDateSeconds(bytes, nowMilliseconds: nowMilliseconds) else { return nil }
         let wait = Double(date) - Double(nowMilliseconds) / 1000

@@ -56,9 +56,10 @@ public final class OutboxService: Sendable {
         let probePath = config.reachability.probePath
         let tcpProbe = TCPProbe.make(timeout: config.reachability.connectTimeoutSeconds,
                                      tls: { probeClient.tls.withLock { $0 } })
-        let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds, probe: { origin in
+        let reachability = Reachability(probeIntervalSeconds: config.reachability.probeIntervalSeconds,
+                                        forgetAfterSeconds: config.reachability.forgetAfterSeconds, probe: { origin in
             // An origin a fault rule holds offline fails its probes without a connection.
-            if faults.holdsOffline(origin) { return false }
+            if faults.holdsOffline(origin) { return .unanswered }
             // `GET probePath` answering below 500 means online; else a connect (with the
             // handshake for https) is enough.
             guard let probePath, let client = probeClient.client.withLock({ $0 }) else { return await tcpProbe(origin) }
@@ -67,15 +68,20 @@ public final class OutboxService: Sendable {
             headers.add("Via", ProxyRules.via)
             let result = await client.send(to: origin, head: HTTPRequestHead(method: "GET", target: probePath, headers: headers),
                                            body: [], maxResponseBytes: 4096, purpose: .probe)
-            if case .success(let response) = result { return response.head.status < 500 }
-            return false
+            switch result {
+            case .success(let response): return ProbeOutcome(answered: response.head.status < 500)
+            // No socket for the probe: Outbox's shortage, not the origin's answer.
+            case .failure(.localResourcesExhausted(let reason)): return .notProbed(reason)
+            case .failure: return .unanswered
+            }
         }, events: events)
         do {
             queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
         } catch {
             throw ServiceSetupError("cannot open the queue in \(config.dataDirectory): \(error)", exitCode: 1)
         }
-        if let upstream = config.upstream { reachability.register(upstream.origin) }
+        // The reverse-mode upstream stays listed, probed or not: it is the origin of this proxy.
+        if let upstream = config.upstream { reachability.register(upstream.origin, pinned: true) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
                              prefix: config.admin.pathPrefix, faults: faults,
@@ -162,6 +168,13 @@ public final class OutboxService: Sendable {
     /// Waits for SIGTERM or SIGINT and returns which one arrived.
     public static func waitForTerminationSignal() -> Int32 {
         TerminationSignals.wait()
+    }
+
+    /// Raises the soft open-file limit to the hard one (SPEC §6). Call before the queue opens its
+    /// files and the server its sockets; log what it did once Outbox has started (a start that
+    /// fails says so in one line, and only that line).
+    public static func raiseOpenFileLimit() -> OpenFileLimitRaise {
+        OpenFileLimitRaise(result: OpenFileLimit.raiseSoftToHard())
     }
 
     /// Creates the data directory if needed; a one-line problem when it cannot be used.

@@ -1,4 +1,5 @@
 import Foundation
+import OutboxModel
 
 /// Where the record encoder puts its little-endian fields (`docs/storage.md`): a
 /// ``ByteCounter`` measures a record, a ``ByteWriter`` then writes it into a buffer of exactly
@@ -11,6 +12,8 @@ protocol ByteSink {
     mutating func i64(_ value: Int64)
     mutating func uuid(_ value: UUID)
     mutating func raw(_ bytes: UnsafeRawBufferPointer)
+    /// The bytes of a spilled request body, copied from its file in pieces.
+    mutating func raw(_ body: SpilledBody)
 }
 
 extension ByteSink {
@@ -26,6 +29,12 @@ extension ByteSink {
         u32(UInt32(truncatingIfNeeded: value.count))
         value.withUnsafeBytes { raw($0) }
     }
+
+    /// A spilled body as a blob: the same bytes on disk as the array it stands for.
+    mutating func blob(_ body: SpilledBody) {
+        u32(UInt32(truncatingIfNeeded: body.count))
+        raw(body)
+    }
 }
 
 /// Counts the bytes an encoding would write.
@@ -38,6 +47,7 @@ struct ByteCounter: ByteSink {
     mutating func i64(_ value: Int64) { count += 8 }
     mutating func uuid(_ value: UUID) { count += 16 }
     mutating func raw(_ bytes: UnsafeRawBufferPointer) { count += bytes.count }
+    mutating func raw(_ body: SpilledBody) { count += body.count }
 }
 
 /// Writes fields into memory sized beforehand by a ``ByteCounter``: a store and a pointer bump
@@ -48,6 +58,12 @@ struct ByteWriter: ByteSink {
     private let buffer: UnsafeMutableRawBufferPointer
     /// Bytes written so far, from the start of `buffer`.
     private(set) var count: Int
+    /// Why a spilled body could not be copied, if one could not: its place holds zeros, and
+    /// the encoder must not let the record be written.
+    private(set) var spillFailure: SpillFile.Failure?
+    /// A spilled body is read straight into the record, a MiB at a time: it never exists as
+    /// one array of its own.
+    private static let spillPiece = 1 << 20
 
     init(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int = 0) {
         self.buffer = buffer
@@ -75,6 +91,21 @@ struct ByteWriter: ByteSink {
         precondition(count + bytes.count <= buffer.count, "record encoding overran its measured size")
         (buffer.baseAddress! + count).copyMemory(from: source, byteCount: bytes.count)
         count += bytes.count
+    }
+
+    mutating func raw(_ body: SpilledBody) {
+        precondition(count + body.count <= buffer.count, "record encoding overran its measured size")
+        var done = 0
+        while done < body.count, spillFailure == nil {
+            let piece = min(Self.spillPiece, body.count - done)
+            let target = UnsafeMutableRawBufferPointer(rebasing: buffer[(count + done)..<(count + done + piece)])
+            spillFailure = body.file.read(into: target, at: done)
+            done += piece
+        }
+        if spillFailure != nil {
+            UnsafeMutableRawBufferPointer(rebasing: buffer[count..<(count + body.count)]).initializeMemory(as: UInt8.self, repeating: 0)
+        }
+        count += body.count
     }
 
     /// Overwrites 4 bytes at `offset` (a length or checksum filled in after the payload).

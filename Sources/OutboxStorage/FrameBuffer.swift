@@ -9,7 +9,8 @@ import Glibc
 /// it is only touched under that lock, or by the writer once swapped out.
 final class FrameBuffer: @unchecked Sendable {
     private var base: UnsafeMutableRawPointer
-    private var capacity: Int
+    /// Bytes allocated, from `base`.
+    private(set) var capacity: Int
     /// Bytes written, from `base`.
     private(set) var count = 0
 
@@ -22,6 +23,9 @@ final class FrameBuffer: @unchecked Sendable {
 
     /// The bytes written so far; valid until the buffer next changes.
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// Where `bytes` start, for the writer to complete the frames' headers in place; nil when empty.
+    var mutableBase: UnsafeMutableRawPointer? { count > 0 ? base : nil }
 
     /// `size` more bytes at the end, counted as written: the caller fills all of them.
     func extend(by size: Int) -> UnsafeMutableRawBufferPointer {
@@ -41,6 +45,12 @@ final class FrameBuffer: @unchecked Sendable {
         precondition(prefix <= count, "removing \(prefix) of \(count) bytes")
         memmove(base, base + prefix, count - prefix)
         count -= prefix
+    }
+
+    /// Drops the last `suffix` bytes (a frame that could not be encoded after all).
+    func removeLast(_ suffix: Int) {
+        precondition(suffix <= count, "removing \(suffix) of \(count) bytes")
+        count -= suffix
     }
 
     /// Empties the buffer, keeping its memory.

@@ -59,11 +59,13 @@ extension OperationLog {
                                 moved: inout [UUID: CompactedLocations]) throws(StorageError) {
         var needed: [ScannedRecord] = []
         var neededBytes = 0
-        var scanner = SegmentScanner(fd: file.fd, path: file.path, fileSize: size, start: Int64(SegmentHeader.size))
-        _ = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
-            // A payload too short for an id did not parse at recovery either (which logged it as
-            // skipped), so no index needs it: dropping it loses nothing.
-            guard let id = try? RecordCodec.decodeID(payload: payload) else { return }
+        var scanner = SegmentScanner(fd: file.fd, path: file.path, fileSize: size, start: Int64(SegmentHeader.size),
+                                     framing: .current(segment: file.name.segment))
+        let end = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
+            // Padding covers damage recovery already kept aside: nothing needs it. A payload too
+            // short for an id did not parse at recovery either (which logged it as skipped), so
+            // no index needs it: dropping it loses nothing.
+            guard type != RecordFrame.RecordType.padding.rawValue, let id = try? RecordCodec.decodeID(payload: payload) else { return }
             let location = RecordLocation(segment: file.name.segment, generation: file.name.generation,
                                           offset: UInt64(offset), length: UInt32(frameLength))
             if type == RecordFrame.RecordType.deleted.rawValue {
@@ -81,6 +83,15 @@ extension OperationLog {
             neededBytes += frameLength
         }
         let segment = file.name.segment
+        guard end.damages.isEmpty, end.tail == nil else {
+            // Damaged since it was recovered: rewriting it would destroy the damaged bytes (and
+            // whatever record they held). It stays as it is until the next start keeps them
+            // aside; it is not read again before more of it is discarded.
+            deadBytes.withLock { $0[segment] = ($0[segment] ?? 0) - deadBefore }
+            logger.warn("storage_compaction_skipped", ["file": file.path, "offset": String(end.damages.first?.start ?? end.validEnd),
+                                                       "reason": "damaged records: kept as they are until the next start"])
+            return
+        }
         if needed.isEmpty {
             try retire(file, replacement: nil, size: Int(size))
             _ = deadBytes.withLock { $0.removeValue(forKey: segment) }
@@ -98,9 +109,17 @@ extension OperationLog {
         let name = SegmentName(segment: file.name.segment, generation: file.name.generation + 1)
         var newLocations: [RecordLocation] = []
         for record in needed {
+            let offset = SegmentHeader.size + body.count
             newLocations.append(RecordLocation(segment: name.segment, generation: name.generation,
-                                               offset: UInt64(SegmentHeader.size + body.count), length: record.location.length))
-            body.append(contentsOf: try file.read(count: Int(record.location.length), at: record.location.offset))
+                                               offset: UInt64(offset), length: record.location.length))
+            var frame = try file.read(count: Int(record.location.length), at: record.location.offset)
+            // The header's check is bound to the frame's offset, which changes.
+            frame.withUnsafeMutableBytes { raw in
+                if let base = raw.baseAddress {
+                    RecordFrame.move(base, segment: segment, from: Int64(record.location.offset), to: Int64(offset))
+                }
+            }
+            body.append(contentsOf: frame)
         }
         let replacement = try Self.createSegment(name, in: directory, io: options.io, body: body)
         try retire(file, replacement: replacement, size: Int(size))

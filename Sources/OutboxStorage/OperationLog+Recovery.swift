@@ -5,9 +5,11 @@ import OutboxTelemetry
 
 extension OperationLog {
     /// Opens the log in `directory` (creating it 0700, segment files 0600) and recovers it:
-    /// scans every segment, cuts a torn or corrupt tail (logging `storage_truncated` with file,
-    /// offset and bytes cut via `logger`) and returns the live operations in creation order.
-    /// Never crashes on bad bytes: it throws only when the directory or a file cannot be used.
+    /// scans every segment, cuts a torn tail (logging `storage_truncated` with file, offset and
+    /// bytes cut via `logger`), keeps damaged bytes aside and every valid record after them
+    /// (`storage_damaged`, ``damagedRecords``), migrates version 1 segments, and returns the
+    /// live operations in creation order. Never crashes on bad bytes: it throws only when the
+    /// directory or a file cannot be used.
     public static func open(directory: String, options: Options = .init(),
                             logger: Logger) throws(StorageError) -> (OperationLog, [RecoveredOperation]) {
         var builder = RecoveryBuilder()
@@ -94,13 +96,16 @@ extension OperationLog {
         var files: [UInt32: SegmentFile] = [:]
         var last: (file: SegmentFile, end: Int64)?
         var diskBytes = 0
-        try SegmentPipeline<Prepared, (SegmentFile, Int64)?>.run(
+        var damagedRecords = 0
+        var deadBytes: [UInt32: Int] = [:]
+        try SegmentPipeline<Prepared, RecoveredSegment?>.run(
             count: names.count, workers: readers,
             work: { (index, emit) throws(StorageError) in
                 // Per segment: its first `created` record always carries its origin as changed,
                 // so a consumer following `originChanged` is right at every segment boundary.
                 var origins = OriginTable()
-                return try recoverSegment(names[index], in: directory, logger: logger) { type, payload, location in
+                return try recoverSegment(names[index], isNewest: index == names.count - 1, in: directory,
+                                          io: options.io, logger: logger) { type, payload, location in
                     // A payload that does not parse is not swallowed: the segment's scan
                     // counts it and logs `storage_records_skipped` (it may not even hold an id).
                     let record: RecoveryRecord
@@ -115,10 +120,12 @@ extension OperationLog {
             },
             consume: visit,
             finish: { segment in
-                guard let (file, end) = segment else { return }
-                files[file.name.segment] = file
-                diskBytes += Int(end)
-                last = (file, end)
+                guard let segment else { return }
+                files[segment.file.name.segment] = segment.file
+                diskBytes += Int(segment.end)
+                damagedRecords += segment.damagedRecords
+                if segment.paddingBytes > 0 { deadBytes[segment.file.name.segment] = segment.paddingBytes }
+                last = (segment.file, segment.end)
             })
         let cursor: WriterCursor
         if let last {
@@ -130,7 +137,7 @@ extension OperationLog {
             cursor = WriterCursor(file: file, end: Int64(SegmentHeader.size), nextSegment: 2)
         }
         return OperationLog(directory: directory, options: options, logger: logger, files: files,
-                            cursor: cursor, diskBytes: diskBytes)
+                            cursor: cursor, diskBytes: diskBytes, damagedRecords: damagedRecords, deadBytes: deadBytes)
     }
 
     /// The event of one record (states without response or conflict bodies); nil for a
@@ -159,12 +166,17 @@ extension OperationLog {
             guard firstLength == 0 else { continue }
             let fd = Glibc.open(directory + "/" + name.fileName, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }
-            var header = [UInt8](repeating: 0, count: RecordFrame.headerSize)
-            let got = header.withUnsafeMutableBytes { SegmentFile.readFully(fd, into: $0, at: Int64(SegmentHeader.size)) }
+            var start = [UInt8](repeating: 0, count: SegmentHeader.size + RecordFrame.headerSize)
+            let got = start.withUnsafeMutableBytes { SegmentFile.readFully(fd, into: $0, at: 0) }
             Glibc.close(fd)
-            guard got == RecordFrame.headerSize else { continue }
-            if case .frame(let length, _) = header.withUnsafeBytes({ RecordFrame.readHeader($0) }) {
-                firstLength = RecordFrame.headerSize + length
+            guard got == start.count else { continue }
+            firstLength = start.withUnsafeBytes { raw in
+                let frame = UnsafeRawBufferPointer(rebasing: raw[SegmentHeader.size...])
+                if SegmentHeader(decoding: raw)?.version == SegmentHeader.legacyVersion {
+                    return LegacyRecordFrame.readHeader(frame).map { LegacyRecordFrame.headerSize + $0.length } ?? 0
+                }
+                guard case .frame(_, let length, _) = RecordFrame.readHeader(frame, segment: name.segment, offset: Int64(SegmentHeader.size)) else { return 0 }
+                return RecordFrame.headerSize + length
             }
         }
         return firstLength > 0 ? dataBytes / firstLength : 0
@@ -214,53 +226,6 @@ extension OperationLog {
         }
         if !stale.isEmpty { try syncDirectory(directory) }
         return newest.values.sorted()
-    }
-
-    /// Scans one segment, handing each record to `apply` (false: it did not parse), and cuts it after its last valid record. Returns the
-    /// open file and where its data ends, or nil when the file is not a segment of ours (it is
-    /// then renamed to `*.corrupt` and left for a human).
-    private static func recoverSegment(_ name: SegmentName, in directory: String, logger: Logger,
-                                       apply: (UInt8, UnsafeRawBufferPointer, RecordLocation) -> Bool) throws(StorageError) -> (SegmentFile, Int64)? {
-        let path = directory + "/" + name.fileName
-        let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { throw storageError(errno, "open \(path)") }
-        let file = SegmentFile(name: name, path: path, fd: fd)
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw storageError(errno, "stat \(path)") }
-        let size = Int64(info.st_size)
-        var headerBytes = [UInt8](repeating: 0, count: SegmentHeader.size)
-        let got = headerBytes.withUnsafeMutableBytes { SegmentFile.readFully(fd, into: $0, at: 0) }
-        guard got >= 0 else { throw storageError(errno, "read \(path)") }
-        let header = got == SegmentHeader.size ? headerBytes.withUnsafeBytes { SegmentHeader(decoding: $0) } : nil
-        guard let header, header.segment == name.segment, header.generation == name.generation else {
-            logger.warn("storage_segment_ignored", ["file": path, "reason": "no valid segment header", "movedTo": path + ".corrupt"])
-            rename(path, path + ".corrupt")
-            try syncDirectory(directory)
-            return nil
-        }
-        var scanner = SegmentScanner(fd: fd, path: path, fileSize: size, start: Int64(SegmentHeader.size))
-        var malformed = 0
-        let end = try scanner.scan(from: Int64(SegmentHeader.size)) { offset, frameLength, type, payload in
-            let location = RecordLocation(segment: name.segment, generation: name.generation, offset: UInt64(offset), length: UInt32(frameLength))
-            if !apply(type, payload, location) { malformed += 1 }
-        }
-        if malformed > 0 {
-            logger.warn("storage_records_skipped", ["file": path, "records": String(malformed), "reason": "checksum valid but payload does not parse"])
-        }
-        if let damage = end.damage {
-            guard ftruncate(fd, off_t(end.validEnd)) == 0, fsync(fd) == 0 else {
-                throw storageError(errno, "truncate \(path)")
-            }
-            if end.zeroedTail {
-                // What the writer had zeroed ahead of its data when the process stopped: no damage.
-                logger.debug("storage_zeros_trimmed", ["file": path, "offset": String(end.validEnd),
-                                                       "bytes": String(size - end.validEnd)])
-            } else {
-                logger.warn("storage_truncated", ["file": path, "offset": String(end.validEnd),
-                                                  "bytes": String(size - end.validEnd), "reason": damage])
-            }
-        }
-        return (file, end.validEnd)
     }
 }
 

@@ -93,7 +93,11 @@ public final class OperationLog: Sendable {
     let compactionLock = Mutex(())
     /// Bytes of each segment its owner no longer needs (``discard(_:)``): compaction reads only
     /// the segments where enough is dead, not the whole log every time.
-    let deadBytes = Mutex<[UInt32: Int]>([:])
+    let deadBytes: Mutex<[UInt32: Int]>
+    /// Records the recovery that opened the log found damaged and skipped (`storage_damaged`),
+    /// over all segments: `/admin/status` shows it as `storage.damagedRecords`. A torn tail of
+    /// the newest segment (a write the crash interrupted) is not damage and is not counted.
+    public let damagedRecords: Int
 
     struct SegmentTable: Sendable {
         var files: [UInt32: SegmentFile]
@@ -163,10 +167,12 @@ public final class OperationLog: Sendable {
     }
 
     init(directory: String, options: Options, logger: Logger, files: [UInt32: SegmentFile],
-         cursor: WriterCursor, diskBytes: Int) {
+         cursor: WriterCursor, diskBytes: Int, damagedRecords: Int = 0, deadBytes: [UInt32: Int] = [:]) {
         self.directory = directory
         self.options = options
         self.logger = logger
+        self.damagedRecords = damagedRecords
+        self.deadBytes = Mutex(deadBytes)
         segments = Mutex(SegmentTable(files: files, active: cursor.file.name.segment))
         diskByteCount = Atomic(diskBytes)
         let thread = Thread { [self] in
@@ -202,9 +208,16 @@ public final class OperationLog: Sendable {
         let outcome: (wake: Bool, refused: StorageError?) = appends.withLock { queue in
             switch queue.state {
             case .open:
-                if queue.pending.isEmpty { queue.oldestAppendedAt = options.clock() }
                 // Encoded in place, under the lock: see `FrameBuffer`.
-                RecordCodec.encode(record, into: queue.bytes.extend(by: size))
+                let start = queue.bytes.count
+                do throws(StorageError) {
+                    try RecordCodec.encode(record, into: queue.bytes.extend(by: size))
+                } catch {
+                    // A spilled body could not be read back: its frame never joins a batch.
+                    queue.bytes.removeLast(queue.bytes.count - start)
+                    return (false, error)
+                }
+                if queue.pending.isEmpty { queue.oldestAppendedAt = options.clock() }
                 queue.pending.append(PendingAppend(length: size, completion: completion))
                 if !deferred || queue.pending.count >= options.maxDeferredRecords { queue.due = true }
                 return (wakesWriter(&queue), nil)
@@ -271,6 +284,18 @@ public final class OperationLog: Sendable {
 
     /// Reads and checks any record.
     public func readRecord(at location: RecordLocation) throws(StorageError) -> LogRecord {
+        let file = try segmentFile(holding: location)
+        let bytes = try file.read(count: Int(location.length), at: location.offset)
+        let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
+            Result { () throws(StorageError) -> LogRecord in
+                try RecordCodec.decodeFrame(raw, segment: location.segment, offset: location.offset)
+            }
+        }
+        return try decoded.get()
+    }
+
+    /// The open file of the segment `location` points into, as long as the location is current.
+    func segmentFile(holding location: RecordLocation) throws(StorageError) -> SegmentFile {
         let file: SegmentFile? = try segments.withLock { (table) throws(StorageError) -> SegmentFile? in
             guard table.isOpen else { throw .closed }
             return table.files[location.segment]
@@ -280,11 +305,7 @@ public final class OperationLog: Sendable {
         guard file.name.generation == location.generation else {
             throw .stale("segment \(location.segment) was compacted: the location is stale")
         }
-        let bytes = try file.read(count: Int(location.length), at: location.offset)
-        let decoded: Result<LogRecord, StorageError> = bytes.withUnsafeBytes { raw in
-            Result { () throws(StorageError) -> LogRecord in try RecordCodec.decodeFrame(raw) }
-        }
-        return try decoded.get()
+        return file
     }
 
     /// Tells compaction that the record at `location` is no longer needed: superseded by a
@@ -334,6 +355,10 @@ public final class OperationLog: Sendable {
         case stop([PendingAppend], StorageError)
     }
 
+    /// The most buffer memory a batch keeps for the next one: more than steady traffic of
+    /// small records ever needs, far less than a few stored bodies of 10 MiB.
+    private static let retainedBatchCapacity = 4 << 20
+
     private func runWriter(_ start: WriterCursor) {
         var cursor = start
         // The batch's bytes: swapped for the callers' buffer, which gets this one's capacity
@@ -379,7 +404,7 @@ public final class OperationLog: Sendable {
                 if deadline > now { _ = wakeWriter.wait(timeout: .now() + .nanoseconds(Int(deadline - now))) }
             case .write(let batch, let oldestAppendedAt):
                 let started = options.clock()
-                let outcome = commit(batchBytes, records: batch.count, zeros: zeros, cursor: &cursor)
+                let outcome = commit(batchBytes, batch: batch, zeros: zeros, cursor: &cursor)
                 let syncedAt = options.clock()
                 options.counters?.synced(records: batch.count, wait: Int(started &- oldestAppendedAt),
                                          sync: Int(syncedAt &- started))
@@ -388,6 +413,9 @@ public final class OperationLog: Sendable {
                                                       "ms": String((syncedAt &- started) / 1_000_000)])
                 }
                 batchBytes.removeAll()
+                // A batch of large bodies grew the buffer: its memory goes back rather than
+                // staying with the two buffers for good (they take turns, so both pass here).
+                if batchBytes.capacity > Self.retainedBatchCapacity { batchBytes = FrameBuffer(capacity: 1 << 20) }
                 WakeUpBatch.run { complete(batch, outcome) }
                 options.counters?.completed(nanos: Int(options.clock() &- syncedAt))
             case .stop(let rejected, let error):
@@ -422,9 +450,10 @@ public final class OperationLog: Sendable {
 
     /// Writes and syncs one batch at the end of the active segment (a new one when it would
     /// outgrow the segment size); returns where its first record went.
-    private func commit(_ bytes: FrameBuffer, records: Int, zeros: [UInt8],
+    private func commit(_ bytes: FrameBuffer, batch: [PendingAppend], zeros: [UInt8],
                         cursor: inout WriterCursor) -> Result<(segment: UInt32, generation: UInt32, start: Int64), StorageError> {
         let total = bytes.count
+        let records = batch.count
         if cursor.end > Int64(SegmentHeader.size), cursor.end + Int64(total) > Int64(options.segmentBytes) {
             do throws(StorageError) {
                 try rotate(&cursor)
@@ -433,6 +462,14 @@ public final class OperationLog: Sendable {
             }
         }
         let start = cursor.end
+        // Only now is it known where the frames go: each header's check takes its place in.
+        if let base = bytes.mutableBase {
+            var offset = 0
+            for append in batch {
+                RecordFrame.place(base + offset, segment: cursor.file.name.segment, offset: start + Int64(offset))
+                offset += append.length
+            }
+        }
         let fd = cursor.file.fd
         let sizeBefore = cursor.fileEnd
         defer { diskByteCount.add(Int(cursor.fileEnd - sizeBefore), ordering: .relaxed) }
@@ -525,27 +562,14 @@ public final class OperationLog: Sendable {
 
     // MARK: files
 
-    /// Creates a segment with its header: written to `name.tmp`, synced, renamed, directory
-    /// synced, so a segment name never refers to a file without a whole header.
+    /// Creates a segment with its header (and `body` after it, already placed for its
+    /// offsets) the crash-safe way (``SegmentWriter``), so a segment name never refers to a
+    /// file without a whole header.
     static func createSegment(_ name: SegmentName, in directory: String, io: SegmentIO,
                               body: [UInt8] = []) throws(StorageError) -> SegmentFile {
-        let path = directory + "/" + name.fileName
-        let temporary = path + ".tmp"
-        let fd = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw storageError(errno, "create \(temporary)") }
-        var bytes = SegmentHeader(segment: name.segment, generation: name.generation).encoded()
-        bytes.append(contentsOf: body)
-        var failure = bytes.withUnsafeBytes { io.write(fd, $0, 0) }
-        if failure == 0 { failure = io.sync(fd) }
-        if failure == 0, rename(temporary, path) != 0 { failure = errno }
-        if failure != 0 {
-            Glibc.close(fd)
-            unlink(temporary)
-            throw storageError(failure, "create \(path)")
-        }
-        let file = SegmentFile(name: name, path: path, fd: fd)
-        try syncDirectory(directory)
-        return file
+        let writer = try SegmentWriter(name, in: directory, io: io)
+        try body.withStorageBytes { (raw) throws(StorageError) in try writer.append(raw) }
+        return try writer.publish(replacing: nil)
     }
 
     static func syncDirectory(_ directory: String) throws(StorageError) {

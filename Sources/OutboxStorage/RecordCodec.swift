@@ -15,31 +15,41 @@ enum RecordCodec {
     /// The size of `record`'s whole frame, measured without writing it.
     static func frameSize(_ record: LogRecord) -> Int {
         var counter = ByteCounter()
-        writeBody(record, into: &counter)
+        writePayload(record, into: &counter)
         return RecordFrame.headerSize + counter.count
     }
 
-    /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes.
-    static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) {
-        var writer = ByteWriter(frame)
-        writer.u32(0)
-        writer.u32(0)
-        writeBody(record, into: &writer)
+    /// Writes `record`'s frame into `frame`, which must be exactly ``frameSize(_:)`` bytes,
+    /// sealed but not yet placed (``RecordFrame/place(_:segment:offset:)``: the writer does that).
+    /// Throws only when a spilled body could not be read back: `frame` then holds no record.
+    static func encode(_ record: LogRecord, into frame: UnsafeMutableRawBufferPointer) throws(StorageError) {
+        var writer = ByteWriter(frame, at: RecordFrame.headerSize)
+        writePayload(record, into: &writer)
         precondition(writer.count == frame.count, "record encoding wrote \(writer.count) of its measured \(frame.count) bytes")
-        RecordFrame.seal(&writer)
+        if let failure = writer.spillFailure { throw .io("\(failure)") }
+        RecordFrame.seal(frame, type: recordType(record).rawValue)
     }
 
-    /// The type byte and payload of `record`.
-    private static func writeBody<Sink: ByteSink>(_ record: LogRecord, into writer: inout Sink) {
+    private static func recordType(_ record: LogRecord) -> RecordFrame.RecordType {
+        switch record {
+        case .created: .created
+        case .updated: .updated
+        case .deleted: .deleted
+        }
+    }
+
+    /// The payload of `record` (its type goes in the frame's header).
+    private static func writePayload<Sink: ByteSink>(_ record: LogRecord, into writer: inout Sink) {
         switch record {
         case .created(let request, let state):
-            writer.u8(RecordFrame.RecordType.created.rawValue)
             writer.uuid(request.id)
             writer.i64(request.createdAt)
             writer.u8(UInt8(truncatingIfNeeded: request.priority.rawValue))
-            // Bit 2 (ordering key) came later: records written before it have it clear, so they
-            // read back in the default lane without a format version of their own.
-            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4))
+            // Bits 4 (ordering key) and 8 (credentials) came later: records written before them
+            // have them clear, so they read back in the default lane, with the credentials their
+            // stored headers hold, without a format version of their own.
+            writer.u8((request.tag == nil ? 0 : 1) | (request.dependsOn == nil ? 0 : 2) | (request.orderingKey == nil ? 0 : 4)
+                      | (request.credentials.isEmpty ? 0 : 8))
             if let dependsOn = request.dependsOn { writer.uuid(dependsOn) }
             writer.u8(request.origin.scheme == .https ? 1 : 0)
             writer.u16(UInt16(truncatingIfNeeded: request.origin.port))
@@ -50,18 +60,18 @@ enum RecordCodec {
             writer.blob(request.fingerprint)
             if let tag = request.tag { writer.string(tag) }
             if let orderingKey = request.orderingKey { writer.string(orderingKey) }
-            writer.u32(UInt32(truncatingIfNeeded: request.body.count))
+            if !request.credentials.isEmpty { writer.blob(request.credentials) }
+            writer.u32(UInt32(truncatingIfNeeded: request.bodyCount))
             writeLightState(state, into: &writer)
             writeHeaders(request.headers, into: &writer)
-            writer.blob(request.body)
+            // A spilled body goes from its file into the frame: the same bytes as an array's.
+            if let spilled = request.spilledBody { writer.blob(spilled) } else { writer.blob(request.body) }
             writeHeavyState(state, into: &writer)
         case .updated(let id, let state):
-            writer.u8(RecordFrame.RecordType.updated.rawValue)
             writer.uuid(id)
             writeLightState(state, into: &writer)
             writeHeavyState(state, into: &writer)
         case .deleted(let id):
-            writer.u8(RecordFrame.RecordType.deleted.rawValue)
             writer.uuid(id)
         }
     }
@@ -74,13 +84,16 @@ enum RecordCodec {
         if state.lastError != nil { flags |= 4 }
         if state.response != nil { flags |= 8 }
         if state.conflict != nil { flags |= 16 }
-        // Bit 32 (attempts) came later, after every other light field: records written before
-        // it read back with the count they implied (see `impliedAttempts`), so the field is
-        // written only when it says something else; a `created` record (no attempt yet) is
+        // Bits 32 and 64 came later: records written before them keep every body they hold.
+        if state.response?.omittedBodySize != nil { flags |= 32 }
+        if state.conflict?.omittedBodySize != nil { flags |= 64 }
+        // Bit 128 (attempts) came later still, after every other light field: records written
+        // before it read back with the count they implied (see `impliedAttempts`), so the field
+        // is written only when it says something else; a `created` record (no attempt yet) is
         // written exactly as before.
         let attemptsWritten = state.attempts != impliedAttempts(state.status, retryCount: state.retryCount,
                                                                 attempted: state.lastAttemptAt != nil)
-        if attemptsWritten { flags |= 32 }
+        if attemptsWritten { flags |= 128 }
         writer.u8(flags)
         writer.i64(Int64(state.retryCount))
         if let lastAttemptAt = state.lastAttemptAt { writer.i64(lastAttemptAt) }
@@ -95,10 +108,15 @@ enum RecordCodec {
         if let conflict = state.conflict { writeResponse(conflict, into: &writer) }
     }
 
+    /// Status, headers, then the body, or for an omitted one (its light-state bit set) its size.
     private static func writeResponse<Sink: ByteSink>(_ response: StoredResponse, into writer: inout Sink) {
         writer.u16(UInt16(clamping: response.status))
         writeHeaders(response.headers, into: &writer)
-        writer.blob(response.body)
+        if let omitted = response.omittedBodySize {
+            writer.i64(Int64(omitted))
+        } else {
+            writer.blob(response.body)
+        }
     }
 
     private static func writeHeaders<Sink: ByteSink>(_ headers: HTTPHeaders, into writer: inout Sink) {
@@ -115,17 +133,18 @@ enum RecordCodec {
 
     // MARK: decoding
 
-    /// Decodes a whole frame (as written by `encode`) after checking its length and checksum.
-    static func decodeFrame(_ frame: UnsafeRawBufferPointer) throws(StorageError) -> LogRecord {
-        guard frame.count > RecordFrame.headerSize else { throw .corrupt("record shorter than its header") }
-        guard case .frame(let length, let checksum) = RecordFrame.readHeader(frame),
-              length == frame.count - RecordFrame.headerSize else {
-            throw .corrupt("record length does not match its location")
+    /// Decodes the whole frame at `offset` of `segment` (as written by `encode` and placed there)
+    /// after checking its header, length and checksum.
+    static func decodeFrame(_ frame: UnsafeRawBufferPointer, segment: UInt32, offset: UInt64) throws(StorageError) -> LogRecord {
+        guard frame.count >= RecordFrame.headerSize else { throw .corrupt("record shorter than its header") }
+        guard case .frame(let type, let length, let checksum) = RecordFrame.readHeader(frame, segment: segment, offset: Int64(offset)) else {
+            throw .corrupt("no record header at the location")
         }
-        let body = UnsafeRawBufferPointer(rebasing: frame[RecordFrame.headerSize...])
-        guard CRC32C.checksum(body) == checksum else { throw .corrupt("record checksum mismatch") }
+        guard length == frame.count - RecordFrame.headerSize else { throw .corrupt("record length does not match its location") }
+        let payload = UnsafeRawBufferPointer(rebasing: frame[RecordFrame.headerSize...])
+        guard CRC32C.checksum(payload) == checksum else { throw .corrupt("record checksum mismatch") }
         do {
-            return try decode(type: body[0], payload: UnsafeRawBufferPointer(rebasing: body[1...]))
+            return try decode(type: type, payload: payload)
         } catch {
             throw .corrupt("record payload does not parse")
         }
@@ -138,32 +157,62 @@ enum RecordCodec {
             switch RecordFrame.RecordType(rawValue: type) {
             case .created:
                 let prefix = try decodeCreatedPrefix(&reader)
-                var state = try decodeLightState(&reader).state
+                let light = try decodeLightState(&reader)
+                var state = light.state
                 let headers = try decodeHeaders(&reader)
                 let body = try reader.blob()
-                try decodeHeavyState(&reader, into: &state)
-                let created = OperationSnapshot(
-                    id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
-                    method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
-                    idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
-                    priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
-                    createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
-                    state: OperationState())
-                return .created(OperationRequest(created, headers: headers, body: body), state)
+                try decodeHeavyState(&reader, light, into: &state)
+                return .created(request(prefix, headers: headers, body: body), state)
             case .updated:
                 let id = try reader.uuid()
-                var state = try decodeLightState(&reader).state
-                try decodeHeavyState(&reader, into: &state)
+                let light = try decodeLightState(&reader)
+                var state = light.state
+                try decodeHeavyState(&reader, light, into: &state)
                 return .updated(id, state)
             case .deleted:
                 return .deleted(try reader.uuid())
-            case nil:
+            case .padding, nil:
                 throw Malformed()
             }
         } catch is ByteReader.OutOfBounds {
             throw Malformed()
         } catch {
             throw Malformed()
+        }
+    }
+
+    private static func request(_ prefix: CreatedPrefix, headers: HTTPHeaders, body: [UInt8]) -> OperationRequest {
+        let created = OperationSnapshot(
+            id: prefix.id, origin: Origin(scheme: prefix.scheme, host: String(decoding: prefix.host, as: UTF8.self), port: prefix.port),
+            method: String(decoding: prefix.method, as: UTF8.self), target: String(decoding: prefix.target, as: UTF8.self),
+            idempotencyKey: String(decoding: prefix.idempotencyKey, as: UTF8.self), fingerprint: Array(prefix.fingerprint),
+            priority: prefix.priority, tag: prefix.tag.map { String(decoding: $0, as: UTF8.self) }, dependsOn: prefix.dependsOn,
+            createdAt: prefix.createdAt, orderingKey: prefix.orderingKey.map { String(decoding: $0, as: UTF8.self) },
+            credentials: prefix.credentials.map(Array.init) ?? [], state: OperationState())
+        return OperationRequest(created, headers: headers, body: body)
+    }
+
+    /// The request of a `created` record's payload without its body (left empty), and where
+    /// the body's bytes are in the payload: decoded from the payload's first bytes, so that a
+    /// view can read the body piece by piece. Nil when `payload` is a prefix (`isWhole` false)
+    /// that ends before the body's length; throws when the bytes cannot be a `created` payload.
+    static func decodeRequestHead(payload: UnsafeRawBufferPointer,
+                                  isWhole: Bool) throws(Malformed) -> (request: OperationRequest, body: Range<Int>)? {
+        var reader = ByteReader(payload)
+        do {
+            let prefix = try decodeCreatedPrefix(&reader)
+            _ = try decodeLightState(&reader)
+            let headers = try decodeHeaders(&reader)
+            let length = Int(try reader.u32())
+            let start = reader.position
+            // The body and the state after it must fit in the payload; the caller knows its length.
+            if isWhole { try reader.skip(length) }
+            return (request(prefix, headers: headers, body: []), start..<(start + length))
+        } catch {
+            // A prefix may simply end too soon (a field's count checked against the bytes so far
+            // included); only the whole payload tells.
+            if isWhole { throw Malformed() }
+            return nil
         }
     }
 
@@ -214,7 +263,7 @@ enum RecordCodec {
                 return RecoveryRecord(kind: .updated, id: id, location: location, state: try decodeLightState(&reader))
             case .deleted:
                 return RecoveryRecord(kind: .deleted, id: try reader.uuid(), location: location)
-            case nil:
+            case .padding, nil:
                 throw Malformed()
             }
         } catch {
@@ -243,6 +292,7 @@ enum RecordCodec {
         var fingerprint: UnsafeRawBufferPointer
         var tag: UnsafeRawBufferPointer?
         var orderingKey: UnsafeRawBufferPointer?
+        var credentials: UnsafeRawBufferPointer?
     }
 
     private static func decodeCreatedPrefix(_ reader: inout ByteReader) throws -> CreatedPrefix {
@@ -260,12 +310,13 @@ enum RecordCodec {
         let fingerprint = try reader.blobBytes()
         let tag = flags & 1 != 0 ? try reader.blobBytes() : nil
         let orderingKey = flags & 4 != 0 ? try reader.blobBytes() : nil
+        let credentials = flags & 8 != 0 ? try reader.blobBytes() : nil
         // The body's length, in the layout so that a reader can size the body before reaching
         // it; no reader needs it yet.
         _ = try reader.u32()
         return CreatedPrefix(id: id, createdAt: createdAt, priority: priority, dependsOn: dependsOn, scheme: scheme,
                              port: port, host: host, method: method, target: target, idempotencyKey: idempotencyKey,
-                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey)
+                             fingerprint: fingerprint, tag: tag, orderingKey: orderingKey, credentials: credentials)
     }
 
     private static func decodeLightState(_ reader: inout ByteReader) throws -> RecoveryRecord.LightState {
@@ -275,11 +326,13 @@ enum RecordCodec {
         if flags & 1 != 0 { state.lastAttemptAt = try reader.i64() }
         if flags & 2 != 0 { state.nextAttemptAt = try reader.i64() }
         if flags & 4 != 0 { state.lastError = try reader.blobBytes() }
-        state.attempts = flags & 32 != 0
+        state.attempts = flags & 128 != 0
             ? Int(try reader.u32()) : impliedAttempts(state.status, retryCount: state.retryCount, attempted: state.lastAttemptAt != nil)
         // The heavy part is read later (or never, in recovery); remember what it holds.
         state.hasResponse = flags & 8 != 0
         state.hasConflict = flags & 16 != 0
+        state.responseBodyOmitted = flags & 32 != 0
+        state.conflictBodyOmitted = flags & 64 != 0
         return state
     }
 
@@ -294,15 +347,19 @@ enum RecordCodec {
         }
     }
 
-    private static func decodeHeavyState(_ reader: inout ByteReader, into state: inout OperationState) throws {
-        if state.response != nil { state.response = try decodeResponse(&reader) }
-        if state.conflict != nil { state.conflict = try decodeResponse(&reader) }
+    private static func decodeHeavyState(_ reader: inout ByteReader, _ light: RecoveryRecord.LightState,
+                                         into state: inout OperationState) throws {
+        if light.hasResponse { state.response = try decodeResponse(&reader, bodyOmitted: light.responseBodyOmitted) }
+        if light.hasConflict { state.conflict = try decodeResponse(&reader, bodyOmitted: light.conflictBodyOmitted) }
     }
 
-    private static func decodeResponse(_ reader: inout ByteReader) throws -> StoredResponse {
+    private static func decodeResponse(_ reader: inout ByteReader, bodyOmitted: Bool) throws -> StoredResponse {
         let status = Int(try reader.u16())
         let headers = try decodeHeaders(&reader)
-        return StoredResponse(status: status, headers: headers, body: try reader.blob())
+        guard bodyOmitted else { return StoredResponse(status: status, headers: headers, body: try reader.blob()) }
+        let size = try reader.i64()
+        guard size >= 0 else { throw Malformed() }
+        return StoredResponse(status: status, headers: headers, body: [], omittedBodySize: Int(size))
     }
 
     private static func decodeHeaders(_ reader: inout ByteReader) throws -> HTTPHeaders {

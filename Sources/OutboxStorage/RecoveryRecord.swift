@@ -88,6 +88,9 @@ public struct RecoveryRecord {
         var attempts = 0
         var hasResponse = false
         var hasConflict = false
+        /// The stored response's (conflict's) body was too large to keep: its size stands in its place.
+        var responseBodyOmitted = false
+        var conflictBodyOmitted = false
 
         /// As the model has it; a stored response or conflict is an empty placeholder that
         /// says one follows.

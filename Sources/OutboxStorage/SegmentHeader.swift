@@ -5,20 +5,26 @@
 ///  +---------+---------+---------+------------+---------------+---------+
 ///  | "OBXLOG"| version | segment | generation | reserved (0)  | crc32c  |
 ///  +---------+---------+---------+------------+---------------+---------+
-///             u16 = 1    u32       u32                          over 0..<28
+///             u16 = 2    u32       u32                          over 0..<28
 /// ```
+///
+/// Version 2 frames records as ``RecordFrame`` draws; version 1 (``LegacyRecordFrame``) is
+/// only read, by the recovery that migrates it.
 struct SegmentHeader: Equatable {
     static let size = 32
-    static let version: UInt16 = 1
+    /// What new segments are written as.
+    static let currentVersion: UInt16 = 2
+    static let legacyVersion: UInt16 = 1
     private static let magic = Array("OBXLOG".utf8)
 
     var segment: UInt32
     var generation: UInt32
+    var version = currentVersion
 
     func encoded() -> [UInt8] {
         ByteWriter.bytes(count: Self.size) { writer in
             Self.magic.withUnsafeBytes { writer.raw($0) }
-            writer.u16(Self.version)
+            writer.u16(version)
             writer.u32(segment)
             writer.u32(generation)
             writer.i64(0)
@@ -27,13 +33,14 @@ struct SegmentHeader: Equatable {
         }
     }
 
-    /// The header in `bytes`, or nil when the magic, version or checksum is wrong.
+    /// The header in `bytes`, or nil when the magic, version (1 or 2) or checksum is wrong.
     init?(decoding bytes: UnsafeRawBufferPointer) {
         guard bytes.count >= Self.size, Array(bytes[0..<6]) == Self.magic else { return nil }
         var reader = ByteReader(bytes)
         do {
             try reader.skip(6)
-            guard try reader.u16() == Self.version else { return nil }
+            version = try reader.u16()
+            guard version == Self.currentVersion || version == Self.legacyVersion else { return nil }
             segment = try reader.u32()
             generation = try reader.u32()
             try reader.skip(12)
@@ -44,8 +51,9 @@ struct SegmentHeader: Equatable {
         }
     }
 
-    init(segment: UInt32, generation: UInt32) {
+    init(segment: UInt32, generation: UInt32, version: UInt16 = currentVersion) {
         self.segment = segment
         self.generation = generation
+        self.version = version
     }
 }

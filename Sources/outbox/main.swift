@@ -57,6 +57,8 @@ case .serve(let options):
         fail(error.message, code: 2)
     }
     let logger = Logger(level: config.logLevel)
+    // Before the queue opens its files; logged once started.
+    let openFiles = OutboxService.raiseOpenFileLimit()
     if let problem = OutboxService.prepareDataDirectory(config.dataDirectory) { fail(problem, code: 1) }
     let service: OutboxService
     do {
@@ -74,6 +76,7 @@ case .serve(let options):
     // comes first and has its own wording: whoever waits for the main line finds both ready.
     if let admin = addresses.admin { Logger.standardError("outbox admin listening on http://\(admin)") }
     Logger.standardError("outbox listening on http://\(addresses.main)")
+    openFiles.log(to: logger)
     logger.info("started", ["version": Outbox.version, "upstream": config.upstream?.description ?? "-"])
     let received = OutboxService.waitForTerminationSignal()
     logger.info("stopping", ["signal": received == SIGTERM ? "TERM" : "INT"])

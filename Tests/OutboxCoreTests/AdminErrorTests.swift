@@ -12,10 +12,11 @@ struct AdminErrorTests {
         switch error {
         case .invalid: (400, "bad_request")
         case .tokenRequired: (401, "unauthorized")
-        case .notLoopback, .foreignHost, .crossSiteOrigin: (403, "forbidden")
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: (403, "forbidden")
         case .noEndpoint, .noOperation, .noFault: (404, "not_found")
         case .methodNotAllowed: (405, "method_not_allowed")
         case .notRetryable, .faultExists: (409, "conflict")
+        case .faultLimit: (409, "fault_limit")
         }
     }
 
@@ -23,11 +24,11 @@ struct AdminErrorTests {
     static let cases: [AdminError] = [
         .invalid(field: "limit", expected: "an integer from 1 to 1000"),
         .invalid(field: "mode", expected: "offline or auto", got: "sometimes"),
-        .tokenRequired, .notLoopback, .foreignHost("evil.example"), .crossSiteOrigin("http://evil.example"),
+        .tokenRequired, .notLoopback, .proxied, .foreignHost("evil.example"), .crossSiteOrigin("http://evil.example"),
         .noEndpoint(method: "GET", path: "/nope"), .noOperation("42"),
         .methodNotAllowed(allow: ["GET", "HEAD"]),
         .notRetryable(id: "42", status: .completed),
-        .noFault("orders-down"), .faultExists("orders-down"),
+        .noFault("orders-down"), .faultExists("orders-down"), .faultLimit(1000),
     ]
 
     @Test(arguments: cases)

@@ -91,14 +91,17 @@ struct ClientHelloPeekTests {
         #expect(ClientHelloPeek.inspect(bytes) == .notTLS)
     }
 
-    @Test func anSNIThatIsNoHostNameGivesNoServerName() throws {
+    /// Told apart from no SNI at all: the proxy refuses such a hello (`unrecognized_name`)
+    /// rather than presenting the `CONNECT` host's certificate to a client that asked for
+    /// something else.
+    @Test func anSNIThatIsNoHostNameIsToldApartFromNoSNI() throws {
         let hello = try Self.captured[0].bytes()
         // Replace "api.example.com" by "api example.com" in place: same lengths, invalid name.
         let name = Array("api.example.com".utf8)
         let start = try #require(hello.firstRange(of: name)).lowerBound
         var changed = hello
         changed[start + 3] = UInt8(ascii: " ")
-        #expect(ClientHelloPeek.inspect(changed) == .clientHello(serverName: nil))
+        #expect(ClientHelloPeek.inspect(changed) == .invalidServerName)
     }
 
     /// The handshake message of a one-record ClientHello, cut into records of `fragment` bytes.

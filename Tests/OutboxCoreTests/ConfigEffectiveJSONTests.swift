@@ -41,7 +41,8 @@ struct ConfigEffectiveJSONTests {
                 "probeIntervalSeconds": 2,
                 "probePath": null,
                 "connectTimeoutSeconds": 2,
-                "responseTimeoutSeconds": 30
+                "responseTimeoutSeconds": 30,
+                "forgetAfterSeconds": 300
               },
               "idempotency": {
                 "header": "Idempotency-Key"
@@ -68,6 +69,7 @@ struct ConfigEffectiveJSONTests {
                 "headerTimeoutSeconds": 10,
                 "idleTimeoutSeconds": 60,
                 "maxConnections": 4096,
+                "bodyMemoryBytes": 67108864,
                 "shutdownTimeoutSeconds": 10
               }
             }

@@ -256,6 +256,30 @@ struct ExchangeStateMachineTests {
         #expect(machine.state == .finished)
     }
 
+    /// An admin answer streamed as the client reads (an operation's view): its head is out, a
+    /// drained output asks for more, nothing of the upstream side applies, and an abort ends it.
+    @Test func aStreamedAdminAnswerResumesOnDrainAndEndsOnAbort() {
+        var machine = Machine(requestComplete: true, isHead: false, clientSpeaksHTTP11: true)
+        #expect(machine.readWholeBody(for: .admin) == .decide(.admin))
+        machine.beginStoring()
+        #expect(!machine.responseStarted)
+        machine.beginAnswering()
+        #expect(machine.state == .answering)
+        #expect(machine.responseStarted && machine.requestComplete && machine.bodyGate == .open)
+        #expect(machine.clientDrained() == .resumeResponse)
+        #expect(machine.requestBody() == .none)
+        #expect(machine.requestEnded() == .none)
+        #expect(machine.callStarted() == .none)
+        #expect(machine.upstreamHead(status: 200, framing: .chunked, unavailable: false, keepAlive: true) == .none)
+        #expect(machine.upstreamFailed(retryable: true, replayable: true, unreachable: true, bodyCopyWhole: true) == .none)
+        #expect(machine.state == .answering)
+        #expect(machine.abort() == .cancelCall)
+        #expect(machine.state == .finished && machine.clientDrained() == .none)
+        // Only a waiting exchange starts answering.
+        machine.beginAnswering()
+        #expect(machine.state == .finished)
+    }
+
     /// Before a call the body waits (unless it is read for the queue); a complete request never waits.
     @Test func bodyGateBeforeTheCall() {
         var waiting = Machine(requestComplete: false, isHead: false, clientSpeaksHTTP11: true)

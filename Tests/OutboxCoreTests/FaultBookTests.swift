@@ -18,7 +18,7 @@ struct FaultBookTests {
 
     @Test func matchingByOriginMethodPathAndScope() throws {
         let book = FaultBook()
-        #expect(book.add(try Self.rule(#"{"match":{"origin":"http://127.0.0.1:9000","method":"POST","pathPrefix":"/v1/orders"},"applyTo":"replay","action":"reset"}"#)))
+        #expect(book.add(try Self.rule(#"{"match":{"origin":"http://127.0.0.1:9000","method":"POST","pathPrefix":"/v1/orders"},"applyTo":"replay","action":"reset"}"#)) == .added)
         #expect(Self.decide(book, kind: .replay) == .reset)
         #expect(Self.decide(book, kind: .direct) == nil)
         #expect(Self.decide(book, Self.other, kind: .replay) == nil)
@@ -26,11 +26,27 @@ struct FaultBookTests {
         #expect(Self.decide(book, target: "/v1/users", kind: .replay) == nil)
     }
 
+    @Test func theBookHoldsAtMostAThousandRulesExhaustedOnesIncluded() throws {
+        let book = FaultBook()
+        for number in 1...FaultBook.maxRules {
+            // Each one exhausted at once: a rule that no longer applies still takes its place.
+            #expect(book.add(try Self.rule(#"{"id":"r\#(number)","action":"reset","times":1}"#)) == .added)
+            _ = Self.decide(book)
+        }
+        #expect(FaultBook.maxRules == 1000)
+        #expect(book.add(try Self.rule(#"{"id":"one-more","action":"reset"}"#)) == .full)
+        #expect(book.add(try Self.rule(#"{"id":"r1","action":"reset"}"#)) == .idTaken, "a taken id is named as such even when full")
+        #expect(book.rendered().count == 1000 && book.rendered("one-more") == nil)
+        #expect(book.remove("r1"))
+        #expect(book.add(try Self.rule(#"{"id":"one-more","action":"reset"}"#)) == .added)
+        #expect(book.removeAll() == 1000)
+    }
+
     @Test func theFirstRuleAddedDecidesAndTimesExhaustIt() throws {
         let book = FaultBook()
-        #expect(book.add(try Self.rule(#"{"id":"first","action":"status","status":500,"times":2}"#)))
-        #expect(book.add(try Self.rule(#"{"id":"second","action":"offline"}"#)))
-        #expect(!book.add(try Self.rule(#"{"id":"first","action":"reset"}"#)), "a second rule with the same id")
+        #expect(book.add(try Self.rule(#"{"id":"first","action":"status","status":500,"times":2}"#)) == .added)
+        #expect(book.add(try Self.rule(#"{"id":"second","action":"offline"}"#)) == .added)
+        #expect(book.add(try Self.rule(#"{"id":"first","action":"reset"}"#)) == .idTaken, "a second rule with the same id")
         let decided = (0..<4).map { _ in Self.decide(book) }
         #expect(decided == [.status(500, retryAfterSeconds: nil, body: []), .status(500, retryAfterSeconds: nil, body: []), .offline, .offline])
         let rendered = book.rendered(now: 0)

@@ -384,6 +384,13 @@ let responseCases: [ParserCase] = [
     response("HTTP/1.0 with Transfer-Encoding", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
              fails(.malformedHeader)),
     response("invalid Content-Length", "HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", fails(.invalidContentLength)),
+    // An origin's 20-digit length overflows Int: refused, never wrapped or trapped on.
+    response("Content-Length above Int.max", "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+             fails(.invalidContentLength)),
+    response("Content-Length of 2^63", "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n",
+             fails(.invalidContentLength)),
+    response("chunk size overflowing Int", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\nabc\r\n0\r\n\r\n",
+             fails(.invalidChunk)),
     response("differing Content-Length values", "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nab", fails(.invalidContentLength)),
     response("two differing Content-Length fields", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 1\r\n\r\nab",
              fails(.invalidContentLength)),

@@ -58,4 +58,28 @@ struct LeafCertificateIssuerTests {
         #expect(throws: TLSError.self) { try issuer.context(forHost: host) }
         #expect(issuer.cachedCount == 0)
     }
+
+    /// What a client whose SNI names a host not intercepted gets: OpenSSL's fatal alert
+    /// `unrecognized_name` (112), as one plaintext alert record, and no leaf is made.
+    @Test(arguments: ["openssl.bin", "curl.bin", "python.bin", "node.bin"])
+    func aRefusedClientHelloGetsTheAlertUnrecognizedNameAndNoLeaf(_ file: String) throws {
+        let (issuer, _) = try Self.issuer()
+        let hello = [UInt8](try Data(contentsOf: ClientHelloPeekTests.fixtures.appendingPathComponent(file)))
+        let alert = hello.withUnsafeBytes { issuer.unrecognizedNameAlert(answering: $0) }
+        // ContentType alert (21), a TLS 1.x record version, length 2, level fatal (2), description 112.
+        #expect(alert.count == 7, "\(alert)")
+        #expect(alert.first == 21 && alert.dropFirst().first == 3, "\(alert)")
+        #expect(Array(alert.suffix(4)) == [0, 2, 2, 112], "\(alert)")
+        #expect(issuer.cachedCount == 0)
+    }
+
+    @Test func aTLSClientReadsTheRefusalAsUnrecognizedName() throws {
+        let (issuer, _) = try Self.issuer()
+        let client = try TLSEngine(clientOf: try TLSContext(clientVerifying: false), host: "other.example")
+        #expect(client.handshake() == .wantRead)
+        let alert = client.drainOutput().withUnsafeBytes { issuer.unrecognizedNameAlert(answering: $0) }
+        client.feed(alert)
+        #expect(client.handshake() == .failed(TLSError("tlsv1 unrecognized name")))
+        #expect(issuer.cachedCount == 0)
+    }
 }

@@ -1,6 +1,7 @@
 @testable import OutboxConfig
 @testable import OutboxHTTP
 @testable import OutboxModel
+@testable import OutboxNet
 @testable import OutboxProxy
 import Testing
 
@@ -121,6 +122,32 @@ struct ProxyRulesTests {
         let thrice = head("GET", "/", [("Host", "h"), ("Via", "1.1 outbox, 1.1 outbox"), ("Via", "1.1 Outbox")])
         #expect(ProxyRules.route(thrice, upstream: upstream, forwardProxy: forward) == .failure(.loopDetected))
         #expect(ProxyError.loopDetected.status == 508)
+    }
+
+    @Test("a target refused by the pool answers 508 forwarding_loop (its own listener) or 403 (an internal address)")
+    func refusedTargets() {
+        let loop = ProxyError.upstream(.targetRefused(.ownListener(address: "127.0.0.1:8080")))
+        #expect(loop.status == 508 && loop.code == "forwarding_loop" && loop.message.contains("127.0.0.1:8080"))
+        #expect(!loop.wantsRetryAfter)
+        let internalAddress = ProxyError.upstream(.targetRefused(.internalAddress(address: "169.254.169.254")))
+        #expect(internalAddress.status == 403 && internalAddress.code == "forbidden")
+        #expect(internalAddress.message.contains("allowedHosts"))
+        // The Via count keeps its own code.
+        #expect(ProxyError.loopDetected.code == "loop_detected")
+    }
+
+    @Test("the pool may let internal addresses only to exactly named hosts when listen is not loopback")
+    func targetPolicyFromConfig() throws {
+        var config = OutboxConfig()
+        config.forwardProxy.allowedHosts = ["*", "*.internal", "api.local", "::1"]
+        config.upstream = UpstreamURL(scheme: .http, host: "Sidecar.Local", port: 9000, basePath: "")
+        let everywhere = try #require(SocketAddress.resolveNumeric("0.0.0.0", port: 8080))
+        let policy = ProxyContext.targetPolicy(config: config, listeners: [everywhere])
+        #expect(policy.internalAddressHosts == ["api.local", "::1"])
+        #expect(policy.internalAddressOrigins.map { "\($0.host):\($0.port)" } == ["sidecar.local:9000"])
+        #expect(policy.listeners.count == 1)
+        let loopback = try #require(SocketAddress.resolveNumeric("127.0.0.1", port: 8080))
+        #expect(ProxyContext.targetPolicy(config: config, listeners: [loopback]).internalAddressHosts == nil)
     }
 
     @Test("asterisk-form is for OPTIONS only")

@@ -136,4 +136,19 @@ struct QueueAnswerTests {
             "Outbox-Operation-Id: 0f8e4c1a-1111-4222-8333-444455556666", "Idempotent-Replayed: true",
         ])
     }
+
+    @Test("a replay of a response whose body was too large to keep is empty and says so")
+    func replayedWithTheBodyOmitted() {
+        let stored = StoredResponse(status: 200, headers: HTTPHeaders([
+            (name: "Content-Type", value: "application/json"), (name: "Content-Length", value: "2097152"),
+        ]), body: [], omittedBodySize: 2_097_152)
+        let answer = QueueAnswer.replayed(stored, operation: Self.id)
+        #expect(answer.head.status == 200)
+        #expect(answer.body.isEmpty)
+        #expect(Array(answer.head.headers).map { "\($0.name): \($0.value)" } == [
+            "Content-Type: application/json", "Content-Length: 0",
+            "Outbox-Operation-Id: 0f8e4c1a-1111-4222-8333-444455556666", "Idempotent-Replayed: true",
+            "Outbox-Response-Body-Omitted: true",
+        ])
+    }
 }

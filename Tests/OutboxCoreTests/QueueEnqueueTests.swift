@@ -54,7 +54,7 @@ struct QueueEnqueueTests {
         let reopened = try Self.open(directory, lines: lines)
         defer { reopened.close() }
         #expect(reopened.counts[.pending] == 1)
-        #expect(try reopened.operation(withKey: first.idempotencyKey)?.id == first.id)
+        #expect(try reopened.operation(withKey: first.idempotencyKey, origin: StorageSamples.origin)?.id == first.id)
     }
 
     @Test func anOperationUnderAKeyTheProxyMadeUp_IsIndexedByIt_AndARepeatOfThatKeyFindsIt() async throws {
@@ -68,7 +68,7 @@ struct QueueEnqueueTests {
             queue.enqueue(fresh, freshKey: madeUp) { continuation.resume(returning: $0) }
         }.get()
         #expect(stored.id == fresh.id)
-        #expect(try queue.operation(withKey: fresh.idempotencyKey)?.id == fresh.id)
+        #expect(try queue.operation(withKey: fresh.idempotencyKey, origin: StorageSamples.origin)?.id == fresh.id)
         // The client learnt the key from the 202 and retries with it: the same operation.
         let repeated = try await Self.enqueue(Self.another(fresh), into: queue).get()
         #expect(repeated.id == fresh.id)
@@ -77,7 +77,7 @@ struct QueueEnqueueTests {
         let reopened = try Self.open(directory, lines: lines)
         defer { reopened.close() }
         #expect(reopened.counts[.pending] == 1)
-        #expect(try reopened.operation(withKey: fresh.idempotencyKey)?.id == fresh.id)
+        #expect(try reopened.operation(withKey: fresh.idempotencyKey, origin: StorageSamples.origin)?.id == fresh.id)
     }
 
     @Test func anOperationTheIndexRefusesAfterItsAppend_IsAnErrorForItsClient_AndStaysRefusedAfterARestart() async throws {
@@ -96,15 +96,15 @@ struct QueueEnqueueTests {
         }
         #expect(reason.contains(first.id.lowercasedText), "\(reason)")
         #expect(lines.containing("enqueue_not_indexed").contains { $0.contains(first.id.lowercasedText) }, "\(lines.all)")
-        #expect(try queue.operation(withKey: "another-key") == nil)
+        #expect(try queue.operation(withKey: "another-key", origin: StorageSamples.origin) == nil)
         #expect(queue.counts[.pending] == 1)
         queue.close()
 
         let reopened = try Self.open(directory, lines: lines)
         defer { reopened.close() }
         #expect(reopened.counts[.pending] == 1)
-        #expect(try reopened.operation(withKey: first.idempotencyKey)?.id == first.id)
-        #expect(try reopened.operation(withKey: "another-key") == nil)
+        #expect(try reopened.operation(withKey: first.idempotencyKey, origin: StorageSamples.origin)?.id == first.id)
+        #expect(try reopened.operation(withKey: "another-key", origin: StorageSamples.origin) == nil)
     }
 
     @Test func aKeyWhoseRecordCannotBeRead_IsAReadError_NeverAFreeKey() async throws {
@@ -116,7 +116,7 @@ struct QueueEnqueueTests {
         _ = try await Self.enqueue(first, into: queue).get()
         try Self.damage(first.body, in: directory.segmentPath(1))
 
-        #expect(throws: QueueReadError.self) { try queue.operation(withKey: first.idempotencyKey) }
+        #expect(throws: QueueReadError.self) { try queue.operation(withKey: first.idempotencyKey, origin: StorageSamples.origin) }
         #expect(lines.containing("storage_read_failed").contains { $0.contains(first.id.lowercasedText) }, "\(lines.all)")
         let repeated = await Self.enqueue(Self.another(first), into: queue)
         guard case .failure(.storage) = repeated else {

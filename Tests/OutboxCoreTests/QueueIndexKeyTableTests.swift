@@ -32,10 +32,51 @@ struct QueueIndexKeyTableTests {
         let keys = Self.keys(4000)
         for (n, key) in keys.enumerated() { try Self.insert(&index, n, key: key) }
         for (n, key) in keys.enumerated() {
-            #expect(index.entry(forKey: key)?.locator == n)
+            #expect(index.entry(forKey: key, origin: F.originA)?.locator == n)
             #expect(throws: QueueIndexError.duplicateKey(key)) { try Self.insert(&index, 10_000 + n, key: key) }
         }
         #expect(index.count == keys.count)
+    }
+
+    /// Keys are scoped to an origin (SPEC §4): one key under two origins is two operations,
+    /// each found through its own origin only; a duplicate is refused within an origin only,
+    /// also when the index rebuilds its tables (growth, compaction) and when it is restored.
+    @Test func oneKeyUnderTwoOrigins_IsTwoOperations_EachFoundThroughItsOrigin() throws {
+        var index = QueueIndex<Int>()
+        let keys = Self.keys(3000)
+        let shared = 500  // keys held by both origins
+        for (n, key) in keys.enumerated() {
+            try index.insert(id: F.id(n), origin: F.originA, idempotencyKey: key, priority: .normal, tag: nil,
+                             dependsOn: nil, createdAt: 0, state: OperationState(), locator: n)
+            guard n < shared else { continue }
+            try index.insert(id: F.id(10_000 + n), origin: F.originB, idempotencyKey: key, priority: .normal, tag: nil,
+                             dependsOn: nil, createdAt: 0, state: OperationState(), locator: 10_000 + n)
+        }
+        // Three of every four operations of A removed: the tombstones come to outnumber the
+        // live records, so the index compacts and rebuilds its key table on the way.
+        for n in keys.indices where n % 4 != 3 { #expect(index.remove(F.id(n)) != nil) }
+        for (n, key) in keys.enumerated() {
+            #expect(index.entry(forKey: key, origin: F.originA)?.locator == (n % 4 == 3 ? n : nil))
+            #expect(index.entry(forKey: key, origin: F.originB)?.locator == (n < shared ? 10_000 + n : nil))
+            #expect(index.entry(forKey: key, origin: F.originC) == nil)
+        }
+        for n in 0..<shared {
+            #expect(throws: QueueIndexError.duplicateKey(keys[n])) {
+                try index.insert(id: F.id(20_000 + n), origin: F.originB, idempotencyKey: keys[n], priority: .normal, tag: nil,
+                                 dependsOn: nil, createdAt: 0, state: OperationState(), locator: 0)
+            }
+        }
+
+        var restored = QueueIndex<Int>()
+        for origin in [F.originA, F.originB] {
+            let insertion = QueueIndex<Int>.Insertion(id: origin == F.originA ? F.id(1) : F.id(2), origin: origin,
+                                                      idempotencyKey: "shared", priority: .normal, tag: nil, dependsOn: nil,
+                                                      createdAt: 0, orderingKey: nil, state: OperationState())
+            try restored.restore(insertion, locator: origin == F.originA ? 1 : 2)
+        }
+        restored.finishRestoring()
+        #expect(restored.entry(forKey: "shared", origin: F.originA)?.locator == 1)
+        #expect(restored.entry(forKey: "shared", origin: F.originB)?.locator == 2)
     }
 
     @Test func bothLetterCasesOfOneUUID_AreTwoKeys() throws {
@@ -43,8 +84,8 @@ struct QueueIndexKeyTableTests {
         let uuid = UUID()
         try Self.insert(&index, 1, key: UUIDText.lowercase(uuid))
         try Self.insert(&index, 2, key: uuid.uuidString)
-        #expect(index.entry(forKey: UUIDText.lowercase(uuid))?.locator == 1)
-        #expect(index.entry(forKey: uuid.uuidString)?.locator == 2)
+        #expect(index.entry(forKey: UUIDText.lowercase(uuid), origin: F.originA)?.locator == 1)
+        #expect(index.entry(forKey: uuid.uuidString, origin: F.originA)?.locator == 2)
         #expect(throws: QueueIndexError.duplicateKey(uuid.uuidString)) { try Self.insert(&index, 3, key: uuid.uuidString) }
     }
 
@@ -54,10 +95,10 @@ struct QueueIndexKeyTableTests {
         for (n, key) in keys.enumerated() { try Self.insert(&index, n, key: key) }
         for n in stride(from: 0, to: keys.count, by: 2) { #expect(index.remove(F.id(n)) != nil) }
         for (n, key) in keys.enumerated() {
-            #expect(index.entry(forKey: key)?.locator == (n % 2 == 0 ? nil : n))
+            #expect(index.entry(forKey: key, origin: F.originA)?.locator == (n % 2 == 0 ? nil : n))
         }
         for n in stride(from: 0, to: keys.count, by: 2) { try Self.insert(&index, 20_000 + n, key: keys[n]) }
-        for n in stride(from: 0, to: keys.count, by: 2) { #expect(index.entry(forKey: keys[n])?.locator == 20_000 + n) }
+        for n in stride(from: 0, to: keys.count, by: 2) { #expect(index.entry(forKey: keys[n], origin: F.originA)?.locator == 20_000 + n) }
     }
 
     @Test func anUpdateInPlace_ChangesStateAndLocator_AndReportsAnUnknownId() throws {

@@ -28,8 +28,8 @@ struct QueueIndexLookupTests {
         #expect(entry.nextAttemptAt == 200)
         #expect(entry.lastError == "HTTP 503")
         #expect(entry.locator == 77)
-        #expect(index.entry(forKey: key)?.id == F.id(1))
-        if key != key.uppercased() { #expect(index.entry(forKey: key.uppercased()) == nil) }
+        #expect(index.entry(forKey: key, origin: F.originA)?.id == F.id(1))
+        if key != key.uppercased() { #expect(index.entry(forKey: key.uppercased(), origin: F.originA) == nil) }
     }
 
     @Test("duplicate ids and keys are refused; unknown ids are reported")
@@ -56,7 +56,7 @@ struct QueueIndexLookupTests {
                                        idempotencyKey: "k5", fingerprint: [], priority: .low, tag: nil, dependsOn: nil, createdAt: 9)
         try index.insert(OperationSnapshot(request, state: OperationState()), locator: 1)
         try index.update(F.id(5), state: OperationState(status: .inProgress), locator: 2)
-        #expect(index.entry(forKey: "k5")?.locator == 2)
+        #expect(index.entry(forKey: "k5", origin: F.originC)?.locator == 2)
         #expect(index.entry(F.id(5))?.status == .inProgress)
     }
 
@@ -216,7 +216,7 @@ struct QueueIndexLookupTests {
         for n in 0..<3000 where n % 10 != 0 && n < 2990 { index.remove(F.id(n)) }
         #expect(index.records.count < 3000)
         #expect(index.count == 299 + 10)
-        #expect(index.entry(forKey: "key-2990")?.id == F.id(2990))
+        #expect(index.entry(forKey: "key-2990", origin: F.originA)?.id == F.id(2990))
         #expect(index.entry(F.id(1)) == nil)
         #expect(index.count(of: .pending) == 309)
         // 2999 waits for 2997 (odd → origin B), which is still pending.

@@ -67,11 +67,11 @@ struct QueueIndexRecordLayoutTests {
                          dependsOn: nil, createdAt: 0, state: OperationState(), locator: 1)
         try index.insert(id: F.id(2), origin: F.originA, idempotencyKey: key.uppercased(), priority: .normal, tag: nil,
                          dependsOn: nil, createdAt: 0, state: OperationState(), locator: 2)
-        #expect(index.entry(forKey: key)?.id == F.id(1))
-        #expect(index.entry(forKey: key.uppercased())?.id == F.id(2))
+        #expect(index.entry(forKey: key, origin: F.originA)?.id == F.id(1))
+        #expect(index.entry(forKey: key.uppercased(), origin: F.originA)?.id == F.id(2))
         index.remove(F.id(1))
-        #expect(index.entry(forKey: key) == nil)
-        #expect(index.entry(forKey: key.uppercased())?.id == F.id(2))
+        #expect(index.entry(forKey: key, origin: F.originA) == nil)
+        #expect(index.entry(forKey: key.uppercased(), origin: F.originA)?.id == F.id(2))
     }
 
     @Test("an index that reserved room finds, counts and lists what it holds, and grows past the reservation")
@@ -82,7 +82,7 @@ struct QueueIndexRecordLayoutTests {
         #expect(index.count == 300)
         for n in [0, 99, 100, 299] {
             #expect(index.entry(F.id(n))?.locator == n)
-            #expect(index.entry(forKey: "key-\(n)")?.id == F.id(n))
+            #expect(index.entry(forKey: "key-\(n)", origin: F.originA)?.id == F.id(n))
         }
         #expect(index.list(QueueIndex<Int>.Filter(tag: "third"), limit: 1000).entries.count == 100)
         #expect(try F.drain(&index).count == 300)

@@ -13,7 +13,7 @@ struct ReplayOutcomeTests {
         StoredResponse(status: status, headers: headers, body: Array("body \(status)".utf8))
     }
 
-    enum Kind: String { case completed, conflict, retry, failed }
+    enum Kind: String { case completed, conflict, retry, failed, notSent }
 
     static func kind(_ outcome: AttemptOutcome) -> Kind {
         switch outcome {
@@ -21,6 +21,7 @@ struct ReplayOutcomeTests {
         case .conflict: .conflict
         case .retry: .retry
         case .failed: .failed
+        case .notSent: .notSent
         }
     }
 
@@ -37,6 +38,42 @@ struct ReplayOutcomeTests {
     @Test("a transport failure is retried")
     func transportFailureIsRetried() {
         #expect(AttemptOutcome(transportFailure: "connect failed: refused") == .retry(error: "connect failed: refused"))
+    }
+
+    @Test("an attempt Outbox had no socket for is not sent; the other failures before a response (connect, timeout) are transport failures, retried")
+    func localShortageIsNotSent() {
+        #expect(AttemptOutcome(failure: .localResourcesExhausted("socket: Too many open files"))
+            == .notSent(error: "local resources exhausted: socket: Too many open files"))
+        #expect(AttemptOutcome(failure: .connectFailed("connect: Connection refused"))
+            == .retry(error: "connect failed: connect: Connection refused"))
+        #expect(AttemptOutcome(failure: .responseTimeout) == .retry(error: "response timeout"))
+    }
+
+    @Test("an attempt to a target Outbox refuses (its own listener, an internal address) fails at once: no retry reaches it")
+    func refusedTargetFails() {
+        #expect(AttemptOutcome(failure: .targetRefused(.ownListener(address: "127.0.0.1:8080")))
+            == .failed(error: "refused: the target resolves to 127.0.0.1:8080, Outbox's own listener"))
+        #expect(AttemptOutcome(failure: .targetRefused(.internalAddress(address: "169.254.169.254")))
+            == .failed(error: "refused: the target resolves to the internal address 169.254.169.254"))
+    }
+
+    @Test("an attempt not sent spends no retry, even the last one, and is tried again a second later")
+    func notSentSpendsNoRetry() {
+        var config = OutboxConfig.Retry(preset: .linear)
+        config.maxRetries = 1
+        let policy = RetryPolicy(config)
+        var random = ReplayTestRandom(seed: 7)
+        var state = OperationState()
+        state.retryCount = 1  // the last retry the policy allows is spent
+        let now: Int64 = 1_000_000
+        let inProgress = ReplayTransition.startAttempt(current: state, now: now)
+        let next = ReplayTransition.nextState(current: inProgress, outcome: .notSent(error: "local resources exhausted: x"),
+                                              now: now, policy: policy, retryAfter: 30, random: &random)
+        #expect(next.status == .pending)
+        #expect(next.retryCount == 1, "no retry is spent")
+        #expect(next.attempts == state.attempts, "the next attempt carries the same Outbox-Attempt number")
+        #expect(next.nextAttemptAt == now + 1000, "neither the backoff nor a Retry-After applies")
+        #expect(next.lastError == "local resources exhausted: x")
     }
 
     @Test("only configured statuses are retried, and 409 stays a conflict even if configured")

@@ -12,6 +12,8 @@ struct ReplayRetryAfterTests {
         ("0", 0),
         ("007", 7),
         ("99999999999999999999", RetryAfter.maximumSeconds),
+        ("3153600001", RetryAfter.maximumSeconds),
+        (String(repeating: "9", count: 5000), RetryAfter.maximumSeconds),
         ("Sun, 06 Nov 1994 08:49:37 GMT", 10),
         ("Sunday, 06-Nov-94 08:49:37 GMT", 10),
         ("Sun Nov  6 08:49:37 1994", 10),
@@ -31,6 +33,8 @@ struct ReplayRetryAfterTests {
 
     @Test("invalid values give nil", arguments: [
         "", " ", "-1", "1.5", "12a", "+5", "soon",
+        // What an origin may send that no delay-seconds is: never a trap, the backoff applies.
+        "1e300", "-1e300", "1e-400", "0x10", "1_000", "NaN", "inf", "-99999999999999999999", "120 ", "1 20",
         "Sun, 06 Nov 1994 08:49:37 UTC",
         "Sun, 6 Nov 1994 08:49:37 GMT",
         "Sun, 31 Feb 1994 08:49:37 GMT",

@@ -3,7 +3,7 @@ import Foundation
 @testable import OutboxStorage
 import Testing
 
-/// The state's `attempts` field (flag 32), added after the format was in use: every count round
+/// The state's `attempts` field (flag 128), added after the format was in use: every count round
 /// trips, a state without the field reads back with the count its retry count implied (what a
 /// record written before the field says), so a record without an attempt beyond that is as it always was.
 @Suite("Storage: the attempts field of a state")
@@ -36,7 +36,8 @@ struct StorageAttemptsFieldTests {
         written.attempts = 5
         let id = UUID()
         #expect(RecordCodec.frameSize(.updated(id, written)) == RecordCodec.frameSize(.updated(id, implied)) + 4)
-        // What a state record took before the field: id, status, flags, retryCount, lastAttemptAt.
-        #expect(RecordCodec.frameSize(.updated(id, implied)) == RecordFrame.headerSize + 1 + 16 + 1 + 1 + 8 + 8)
+        // What a state record took before the field: id, status, flags, retryCount, lastAttemptAt
+        // (the record's type is in the frame's header).
+        #expect(RecordCodec.frameSize(.updated(id, implied)) == RecordFrame.headerSize + 16 + 1 + 1 + 8 + 8)
     }
 }

@@ -53,6 +53,7 @@ import Testing
         var request = StorageSamples.request(1, bodySize: 3000)
         request.tag = "batch-7"
         request.orderingKey = "customer-42"
+        request.credentials = (0..<32).map { UInt8($0 * 5) }
         request.dependsOn = UUID()
         request.priority = .critical
         request.headers.add("X-Dup", "a")
@@ -88,7 +89,10 @@ import Testing
         // Bodies stay on disk: the recovered state says what it is, the location has the rest.
         var light = completed
         light.response = nil
-        #expect(first.operation == OperationSnapshot(request, state: light))
+        // The credential digest stays in the record too: only a repeated key reads it.
+        var summary = OperationSnapshot(request, state: light)
+        summary.credentials = []
+        #expect(first.operation == summary)
         #expect(first.createdAt == createdAt)
         #expect(first.stateAt == completedAt)
         #expect(try reopened.readState(at: completedAt) == completed)

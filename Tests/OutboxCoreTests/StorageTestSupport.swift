@@ -106,3 +106,33 @@ final class StorageShared<Value: Sendable>: Sendable {
 
     var value: Value { mutex.withLock { $0 } }
 }
+
+/// Segments in the version 1 format, as the code before the version 2 framing wrote them
+/// (`docs/storage.md`, "Version 1"): header version 1, frames `length | crc32c | type | payload`
+/// with the checksum over type + payload. The payloads are the same in both versions.
+enum LegacySegments {
+    /// The bytes of segment `number` holding `records`, and where each record's frame starts.
+    static func segment(_ number: UInt32, generation: UInt32 = 0, records: [LogRecord]) -> (bytes: [UInt8], offsets: [Int]) {
+        var bytes = SegmentHeader(segment: number, generation: generation, version: SegmentHeader.legacyVersion).encoded()
+        var offsets: [Int] = []
+        for record in records {
+            offsets.append(bytes.count)
+            bytes += frame(record)
+        }
+        return (bytes, offsets)
+    }
+
+    /// The version 1 frame of `record`.
+    static func frame(_ record: LogRecord) -> [UInt8] {
+        var current = [UInt8](repeating: 0, count: RecordCodec.frameSize(record))
+        // No spilled body here, so nothing to read back that could fail.
+        current.withUnsafeMutableBytes { frame in
+            do { try RecordCodec.encode(record, into: frame) } catch { preconditionFailure("encoding a record in memory failed: \(error)") }
+        }
+        let body = [current[1]] + current[RecordFrame.headerSize...]
+        var frame: [UInt8] = []
+        withUnsafeBytes(of: UInt32(body.count).littleEndian) { frame += $0 }
+        withUnsafeBytes(of: body.withUnsafeBytes { CRC32C.checksum($0) }.littleEndian) { frame += $0 }
+        return frame + body
+    }
+}

@@ -16,6 +16,9 @@ struct TLSTestCertificates {
     let mutualServer: TLSContext
     /// Trusts the throwaway CA and presents the leaf as its client certificate.
     let certifiedClient: TLSContext
+    /// Presents a leaf of the throwaway CA that names `localhost` in its subject's CN only,
+    /// with no subjectAltName.
+    let cnOnlyServer: TLSContext
 
     static let openssl: String? = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         .split(separator: ":")
@@ -40,6 +43,9 @@ struct TLSTestCertificates {
         try run(openssl, ["req"] + ec + ["-keyout", path("leaf.key"), "-out", path("leaf.csr"), "-subj", "/CN=localhost"])
         try run(openssl, ["x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
                           "-set_serial", "1", "-days", "2", "-extfile", path("leaf.ext"), "-out", path("leaf.pem")])
+        try Data("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n".utf8).write(to: URL(fileURLWithPath: path("cn-only.ext")))
+        try run(openssl, ["x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                          "-set_serial", "2", "-days", "2", "-extfile", path("cn-only.ext"), "-out", path("cn-only.pem")])
         func bytes(_ name: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: URL(fileURLWithPath: path(name)))) }
         let leaf = (chainPEM: try bytes("leaf.pem"), keyPEM: try bytes("leaf.key"))
         return TLSTestCertificates(
@@ -48,7 +54,8 @@ struct TLSTestCertificates {
             systemClient: try TLSContext(clientVerifying: true),
             unverifiedClient: try TLSContext(clientVerifying: false),
             mutualServer: try TLSContext(serverCertificatePEM: leaf.chainPEM, keyPEM: leaf.keyPEM, clientCAFile: path("ca.pem")),
-            certifiedClient: try TLSContext(clientVerifying: true, caFile: path("ca.pem"), certificate: leaf))
+            certifiedClient: try TLSContext(clientVerifying: true, caFile: path("ca.pem"), certificate: leaf),
+            cnOnlyServer: try TLSContext(serverCertificatePEM: try bytes("cn-only.pem"), keyPEM: leaf.keyPEM))
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws {
@@ -197,6 +204,15 @@ struct TLSEngineTests {
         let reason = try #require(failureReason(result.client), "\(result.client)")
         #expect(reason.contains("verify"))
         #expect(reason.contains("hostname mismatch"))
+    }
+
+    /// OpenSSL's default host check falls back to the subject's CN when there is no DNS
+    /// subjectAltName; RFC 9525 §6.3 forbids it, and so does Outbox.
+    @Test("a trusted certificate naming the host only in its CN fails verification: hostname mismatch")
+    func nameOnlyInTheCommonName() throws {
+        let result = try pair(\.trustingClient, host: "localhost", server: \.cnOnlyServer).handshake()
+        let reason = try #require(failureReason(result.client), "\(result.client)")
+        #expect(reason == "certificate verify failed: hostname mismatch")
     }
 
     @Test("a certificate from a CA outside the trust store fails: certificate verify failed")

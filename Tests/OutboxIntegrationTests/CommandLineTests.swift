@@ -124,6 +124,20 @@ struct CommandLineTests {
         #expect(info.st_mode & 0o777 == 0o700, "mode \(String(info.st_mode & 0o777, radix: 8))")
     }
 
+    /// SPEC §6: a data directory that already exists with a loose mode (a `mkdir -p` gives
+    /// 0755, a volume often 0777) is made private at start, before anything is stored in it.
+    @Test(arguments: [0o755 as mode_t, 0o777, 0o750])
+    func anExistingLooseDataDirectoryIsMadePrivate(mode: mode_t) async throws {
+        let upstream = try TestUpstream()
+        let directory = try TemporaryDirectory()
+        let data = directory.file("data")
+        #expect(mkdir(data, 0o700) == 0 && chmod(data, mode) == 0)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, arguments: ["--data-dir", data])
+        var info = stat()
+        #expect(stat(data, &info) == 0, "\(outbox)")
+        #expect(info.st_mode & 0o777 == 0o700, "mode \(String(info.st_mode & 0o777, radix: 8)) left as it was")
+    }
+
     @Test func configFileFromEnvironmentIsUsedAndFlagsOverrideIt() async throws {
         let busy = try LocalPort.reserve()
         let upstream = try TestUpstream { _ in .respond(.text("from env config")) }

@@ -236,6 +236,9 @@ struct FaultInjectionTests {
         (#"{"action":"reset","match":{"host":"x"}}"#, "match.host"),
         (#"{"action":"reset","colour":"red"}"#, "colour"),
         (#"not json"#, "body"),
+        (#"{"action":"reset","times":99999999999999999999}"#, "times"),
+        (#"{"action":"reset","forSeconds":1e300}"#, "forSeconds"),
+        (#"{"action":"reset","seed":NaN}"#, "seed"),
     ])
     func invalidRules(rule: String, field: String) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("real")) }
@@ -245,6 +248,38 @@ struct FaultInjectionTests {
         let message = try JSONObject(response).object("error")?.string("message") ?? ""
         #expect(message.hasPrefix(field + ": "), "\(message)")
         #expect(try Self.faults(outbox).isEmpty)
+    }
+
+    @Test func theThousandAndFirstRuleIsRefusedWith409AndNothingIsAdded() async throws {
+        let upstream = try TestUpstream()
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        // One keep-alive connection: a thousand rules in well under a second.
+        let client = try outbox.connect()
+        func post(_ id: String) throws -> HTTPResponse {
+            let body = #"{"id":"\#(id)","action":"reset"}"#
+            try client.send("POST /admin/faults HTTP/1.1\r\nHost: 127.0.0.1:\(outbox.port)\r\nContent-Type: application/json\r\n"
+                            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            return try client.readResponse(to: "POST")
+        }
+        for number in 1...1000 {
+            let added = try post("rule-\(number)")
+            guard added.status == 201 else {
+                Issue.record("rule \(number) answered:\n\(added)")
+                return
+            }
+        }
+
+        let refused = try post("rule-1001")
+        expectErrorResponse(refused, status: 409, from: outbox)
+        #expect(refused.errorEnvelope?.code == "fault_limit", "\(refused)")
+        #expect(refused.errorEnvelope?.message.contains("1000") == true, "\(refused)")
+        let listed = try Self.faults(outbox)
+        #expect(listed.count == 1000 && !listed.contains { $0.string("id") == "rule-1001" }, "\(listed.count) rules listed")
+
+        // Removing one makes room for one.
+        #expect(try outbox.send("DELETE", "/admin/faults/rule-1").status == 204)
+        #expect(try post("rule-1001").status == 201)
+        #expect(try post("rule-1002").status == 409)
     }
 
     @Test func theFaultCommandsAddListAndClear() async throws {

@@ -139,25 +139,11 @@ struct InterceptionTests {
     func pipelinedRequestsInOneInterceptedTunnelAreAnsweredInOrder() async throws {
         let python = try #require(Self.python)
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
-        let script = """
-            import socket, ssl, sys
-            proxy, target, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
-            host, port = proxy.rsplit(":", 1)
-            raw = socket.create_connection((host, int(port)), timeout=20)
-            raw.sendall(("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n" % (target, target)).encode())
-            answer = b""
-            while b"\\r\\n\\r\\n" not in answer:
-                answer += raw.recv(1)
-            assert answer.startswith(b"HTTP/1.1 200"), answer
+        let script = InterceptedOrigin.pythonTunnelPrelude + """
             tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=target.rsplit(":", 1)[0])
             tls.sendall(("GET /pipe/1 HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n"
                          "GET /pipe/2 HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n" % (target, target)).encode())
-            received = b""
-            while True:
-                chunk = tls.recv(65536)
-                if not chunk:
-                    break
-                received += chunk
+            received = read_to_end(tls)
             sys.stdout.write(received.decode("latin-1"))
             """
         let result = try await ChildProcess.run(python, ["-c", script, "127.0.0.1:\(origin.outbox.port)",

@@ -80,4 +80,84 @@ struct QueueIdempotencyTests {
         let status = try JSONObject(outbox.admin("status"))
         #expect(status.object("counts")?.int("pending") == 1, "\(status)")
     }
+
+    /// Keys are scoped to an origin (SPEC §4): the same key, path and body sent through the
+    /// forward proxy to another origin is another operation, delivered there, and a repeat to
+    /// each origin gets that origin's own stored answer. On a global key table the second
+    /// origin's write was answered with the first's operation and never delivered.
+    @Test func sameKeyToAnotherOriginIsAnotherOperation_EachDeliveredAndAnsweredByItsOwn() async throws {
+        let first = try TestUpstream { _ in .respond(.text("first origin", status: 201)) }
+        let second = try TestUpstream { _ in .respond(.text("second origin", status: 201)) }
+        first.stop()
+        second.stop()
+        let outbox = try await OutboxProcess.start(upstream: first.baseURL, config: """
+            {"forwardProxy": {"enabled": true, "allowedHosts": ["127.0.0.1"]},
+             "reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
+             "retry": {"preset": "immediate"}}
+            """)
+        let key = [HeaderField("Idempotency-Key", "shared-key")]
+        let atFirst = try outbox.enqueue("\(first.baseURL)/pay", body: "amount=5", headers: key)
+        let atSecond = try outbox.enqueue("\(second.baseURL)/pay", body: "amount=5", headers: key)
+        #expect(atSecond.id != atFirst.id, "the second origin's write was taken for the first origin's operation")
+        #expect(try outbox.enqueue("\(second.baseURL)/pay", body: "amount=5", headers: key).id == atSecond.id)
+        expectErrorResponse(try outbox.send("POST", "\(second.baseURL)/pay", body: "amount=6", headers: key),
+                            status: 422, from: outbox)
+
+        try first.restart()
+        try second.restart()
+        try outbox.drain()
+        #expect(try await first.waitForRequests(1).map(\.bodyText) == ["amount=5"])
+        #expect(try await second.waitForRequests(1).map(\.bodyText) == ["amount=5"])
+        for (origin, text, id) in [(first, "first origin", atFirst.id), (second, "second origin", atSecond.id)] {
+            let replayed = try outbox.send("POST", "\(origin.baseURL)/pay", body: "amount=5", headers: key)
+            #expect(replayed.status == 201 && replayed.bodyText == text, "\(replayed)\n\(outbox)")
+            #expect(replayed.headers["Outbox-Operation-Id"] == id, "\(replayed)")
+        }
+        #expect(first.requests.count == 1 && second.requests.count == 1, "a repeat reached an upstream")
+    }
+
+    /// A stored response is given back only to a request with the credentials of the one that
+    /// made it (SPEC §4): another user repeating the key gets `422 idempotency_key_in_use`,
+    /// not the first user's answer (which can echo a secret), also after a restart, when the
+    /// digest comes from the record on disk. (A clean stop: after kill -9 the completion may not
+    /// be on disk yet, and the write would rightly be delivered again.)
+    @Test func storedResponseIsGivenOnlyToTheSameCredentials_AlsoAfterARestart() async throws {
+        let upstream = try TestUpstream { request in
+            .respond(.text("secret for \(request.headers.values("Authorization").first ?? "nobody")", status: 201))
+        }
+        upstream.stop()
+        let home = try TemporaryDirectory()
+        let data = home.file("data")
+        let config = """
+            {"forwardProxy": {"enabled": true, "allowedHosts": ["127.0.0.1"]},
+             "reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
+             "retry": {"preset": "immediate"}}
+            """
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        func headers(_ extra: [HeaderField]) -> [HeaderField] { [HeaderField("Idempotency-Key", "pay-9")] + extra }
+        let alice = [HeaderField("Authorization", "Bearer alice"), HeaderField("Cookie", "s=1")]
+        let stored = try first.enqueue("/pay", body: "amount=5", headers: headers(alice))
+        try upstream.restart()
+        try first.drain()
+        first.terminate(signal: SIGTERM)
+        #expect(try await first.waitForExit() == .exited(0))
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+
+        let again = try outbox.send("POST", "/pay", body: "amount=5", headers: headers(alice))
+        #expect(again.status == 201 && again.bodyText == "secret for Bearer alice", "\(again)\n\(outbox)")
+        #expect(again.headers["Outbox-Operation-Id"] == stored.id)
+        let strangers: [[HeaderField]] = [
+            [HeaderField("Authorization", "Bearer mallory"), HeaderField("Cookie", "s=1")],
+            [HeaderField("Authorization", "Bearer alice")],
+            [],
+            alice + [HeaderField("Proxy-Authorization", "Basic bWFsbG9yeTo=")],
+        ]
+        for extra in strangers {
+            let response = try outbox.send("POST", "/pay", body: "amount=5", headers: headers(extra))
+            expectErrorResponse(response, status: 422, from: outbox)
+            #expect(response.errorEnvelope?.code == "idempotency_key_in_use", "\(extra): \(response)")
+            #expect(!response.bodyText.contains("secret"), "\(response)")
+        }
+        #expect(upstream.requests.count == 1, "a repeat reached the upstream")
+    }
 }

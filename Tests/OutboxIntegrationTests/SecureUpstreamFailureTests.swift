@@ -74,6 +74,8 @@ struct SecureUpstreamFailureTests {
         let front = try #require(origin.front)
         let read = try origin.outbox.exchange("GET /portal HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
         expectErrorResponse(read, status: 503, from: origin.outbox)
+        // Only an origin with stored work is probed.
+        _ = try origin.outbox.enqueue(body: "for the probes")
         _ = try await origin.outbox.waitForOriginStatus(front.baseURL) { $0.bool("online") == false }
         // Three more connections: the probes. (An origin a probe had called online would get
         // no more of them.)
@@ -94,6 +96,8 @@ struct SecureUpstreamFailureTests {
         let read = try origin.outbox.exchange("GET /mtls HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
         expectErrorResponse(read, status: 503, from: origin.outbox)
         try await front.waitForFailedHandshake()
+        // Only an origin with stored work is probed.
+        _ = try origin.outbox.enqueue(body: "for the probes")
         _ = try await origin.outbox.waitForOriginStatus(front.baseURL) { $0.bool("online") == false }
         // Three more connections: the probes. (An origin a probe had called online would get
         // no more of them.)
@@ -161,8 +165,8 @@ struct SecureUpstreamFailureTests {
     }
 
     /// The warning about a refused certificate comes once per change of the origin's state,
-    /// not once per request or probe: five GETs and some probes against the untrusted origin
-    /// log it once; after the origin recovered and failed again, once more.
+    /// not once per request or probe: five GETs, a stored write and its probes against the
+    /// untrusted origin log it once; after the origin recovered and failed again, once more.
     @Test func handshakeFailureIsLoggedOncePerChangeOfState() async throws {
         let origin = try await ProxiedOrigin.start(presenting: [.untrusted, .server], config: Self.fastProbes)
         let front = try #require(origin.front)
@@ -185,13 +189,15 @@ struct SecureUpstreamFailureTests {
                 "warnings:\n\(Self.refusedCertificateWarnings(in: outbox).joined(separator: "\n"))\n\(outbox)")
     }
 
-    /// Five refused GETs, the origin offline, then two more failed attempts at the front (the
-    /// probes), so that a warning logged per attempt would have shown by the time we count.
+    /// Five refused GETs (each tried: nothing is stored yet), then a write, stored, whose
+    /// probes make two more failed attempts at the front, so that a warning logged per attempt
+    /// would have shown by the time we count.
     private func failFiveTimes(_ origin: ProxiedOrigin, _ front: TLSFront) async throws {
         for index in 0..<5 {
             let read = try origin.outbox.exchange("GET /refused/\(index) HTTP/1.1\r\nHost: h\r\n\r\n", timeout: .seconds(20))
             expectErrorResponse(read, status: 503, from: origin.outbox)
         }
+        _ = try origin.outbox.enqueue(body: "for the probes")
         _ = try await origin.outbox.waitForOriginStatus(front.baseURL) { entry in
             entry.bool("online") == false && entry.string("lastError")?.hasPrefix("tls: certificate verify failed") == true
         }

@@ -22,6 +22,8 @@ Options:
                              back without changing its port, and no pooled connection made
                              with the old certificate lingers
     --client-ca FILE         require a client certificate signed by a CA in FILE (mTLS)
+    --tls12-ciphers LIST     speak TLS 1.2 at most, offering only the suites of LIST (an OpenSSL
+                             cipher list, e.g. AES128-SHA): an origin of an older configuration
     --backend HOST:PORT      where to relay the decrypted bytes (one backend connection per
                              TLS connection, opened after the handshake)
     --silent                 accept TCP connections and never answer the handshake
@@ -82,6 +84,7 @@ class Front:
     def __init__(self, args):
         self.pairs = list(zip(args.cert, args.key))
         self.client_ca = args.client_ca
+        self.tls12_ciphers = args.tls12_ciphers
         self.backend = None
         if args.backend:
             host, _, port = args.backend.rpartition(":")
@@ -106,6 +109,9 @@ class Front:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert, key)
         context.set_alpn_protocols(["h2", "http/1.1"])
+        if self.tls12_ciphers:
+            context.maximum_version = ssl.TLSVersion.TLSv1_2
+            context.set_ciphers(self.tls12_ciphers)
         context.sni_callback = self.remember_sni
         if self.client_ca:
             context.verify_mode = ssl.CERT_REQUIRED
@@ -290,6 +296,7 @@ def main() -> int:
     parser.add_argument("--cert", action="append")
     parser.add_argument("--key", action="append")
     parser.add_argument("--client-ca")
+    parser.add_argument("--tls12-ciphers")
     parser.add_argument("--backend")
     parser.add_argument("--silent", action="store_true")
     parser.add_argument("--ipv6-loopback", action="store_true")

@@ -7,8 +7,18 @@
 #include <stddef.h>
 #include "CTLSCertificates.h"
 
-// TLS 1.2 minimum, renegotiation refused, SSL_write may be retried with a moved buffer.
+// TLS 1.2 minimum with forward-secret AEAD suites only (ECDHE with AES-GCM or
+// ChaCha20-Poly1305; TLS 1.3's suites are OpenSSL's defaults), renegotiation refused,
+// SSL_write may be retried with a moved buffer.
 int ctlsshim_ctx_configure(SSL_CTX *ctx);
+
+// Client: the peer's host name is matched against its subjectAltName only, never the
+// subject's CN (RFC 9525), and without partial wildcards.
+void ctlsshim_ctx_match_names_in_san_only(SSL_CTX *ctx);
+
+// Server: every ClientHello is answered with the fatal alert unrecognized_name (RFC 6066 §3),
+// before a certificate is looked for, so the context needs none.
+void ctlsshim_ctx_refuse_every_server_name(SSL_CTX *ctx);
 
 // SNI: the host name sent in the ClientHello.
 int ctlsshim_set_server_name(SSL *ssl, const char *name);

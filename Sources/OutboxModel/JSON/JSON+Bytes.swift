@@ -9,11 +9,7 @@ extension JSON {
         var text = text
         text.withUTF8 { bytes in
             out.append(quote)
-            if !bytes.contains(where: needsEscape) {
-                out.append(contentsOf: bytes)
-            } else {
-                for byte in bytes { appendEscaped(byte, to: &out) }
-            }
+            appendEscaped(UnsafeRawBufferPointer(bytes), to: &out)
             out.append(quote)
         }
     }
@@ -21,13 +17,27 @@ extension JSON {
     /// The number of bytes `appendQuoted(text, to:)` appends, to frame a body before writing it.
     package static func quotedCount(_ text: String) -> Int {
         var text = text
-        return text.withUTF8 { bytes in
-            var count = bytes.count + 2
-            for byte in bytes where needsEscape(byte) {
-                count += escapesAsPair(byte) ? 1 : 5
-            }
-            return count
+        return text.withUTF8 { escapedCount(UnsafeRawBufferPointer($0)) } + 2
+    }
+
+    /// Appends UTF-8 `bytes` escaped as the inside of a JSON string (no quotes), as
+    /// `appendQuoted` writes text. Escaping looks at single ASCII bytes only, so a text may be
+    /// escaped piece by piece, cut anywhere, and comes out the same.
+    package static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        if !bytes.contains(where: needsEscape) {
+            out.append(contentsOf: bytes)
+        } else {
+            for byte in bytes { appendEscaped(byte, to: &out) }
         }
+    }
+
+    /// The number of bytes `appendEscaped(bytes, to:)` appends.
+    package static func escapedCount(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var count = bytes.count
+        for byte in bytes where needsEscape(byte) {
+            count += escapesAsPair(byte) ? 1 : 5
+        }
+        return count
     }
 
     /// Whether `bytes` go into a JSON string as they are: nothing to escape. Such text has no

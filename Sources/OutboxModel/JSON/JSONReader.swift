@@ -1,13 +1,19 @@
 /// A strict RFC 8259 reader into `JSON`, for config documents and admin request bodies.
 /// Stricter than `JSONSerialization` where a config needs it: duplicate keys are errors,
 /// integers stay distinct from `true` and from `1.5`, numbers that overflow are errors, and
-/// errors carry a line and column.
+/// errors carry a line and column (and the key path, for a member's value that is no number it takes).
 package struct JSONReader {
     /// Why the bytes are not a JSON document, and where (1-based line and byte column).
     package struct SyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
         package var line: Int
         package var column: Int
         package var reason: String
+        /// The member whose value is no number this reader takes, as a key path
+        /// (`retry.maxRetries`, `queue.ports[1]`): a value that is not JSON where a value belongs
+        /// (`NaN`, `Infinity`), a number too large to read (`99999999999999999999`), or a number
+        /// followed by what no number has (`0x10`, `1_000`). nil for every other error and at
+        /// the top level. Lets a config error name the key and an admin `400` the field.
+        package var path: String?
 
         package var description: String { "line \(line), column \(column): \(reason)" }
     }
@@ -45,7 +51,11 @@ package struct JSONReader {
         case UInt8(ascii: "\""):
             return .string(try readString())
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return try readNumber()
+            do throws(SyntaxError) {
+                return try readNumber()
+            } catch {
+                throw error.at(path)
+            }
         case UInt8(ascii: "t"):
             try readLiteral("true")
             return .bool(true)
@@ -56,7 +66,8 @@ package struct JSONReader {
             try readLiteral("null")
             return .null
         default:
-            throw error("unexpected \(describeCurrent()), expected a value")
+            // `NaN`, `Infinity`, `+1`, `.5`: no JSON value, but where the member's value belongs.
+            throw error("unexpected \(describeCurrent()), expected a value").at(path)
         }
     }
 
@@ -88,7 +99,7 @@ package struct JSONReader {
             skipWhitespace()
             if consume(UInt8(ascii: "}")) { return .object(members) }
             guard consume(UInt8(ascii: ",")) else {
-                throw error("unexpected \(describeCurrent()), expected ',' or '}'")
+                throw missingSeparator("',' or '}'", after: value, at: memberPath)
             }
         }
     }
@@ -100,11 +111,13 @@ package struct JSONReader {
         skipWhitespace()
         if consume(UInt8(ascii: "]")) { return .array(elements) }
         while true {
-            elements.append(try readValue(path: "\(path)[\(elements.count)]", depth: depth))
+            let elementPath = "\(path)[\(elements.count)]"
+            let element = try readValue(path: elementPath, depth: depth)
+            elements.append(element)
             skipWhitespace()
             if consume(UInt8(ascii: "]")) { return .array(elements) }
             guard consume(UInt8(ascii: ",")) else {
-                throw error("unexpected \(describeCurrent()), expected ',' or ']'")
+                throw missingSeparator("',' or ']'", after: element, at: elementPath)
             }
         }
     }
@@ -212,19 +225,28 @@ package struct JSONReader {
             if !consume(UInt8(ascii: "+")) { _ = consume(UInt8(ascii: "-")) }
             guard consumeDigits() else { throw error("expected digits in exponent") }
         }
+        // The grammar above is a subset of CheckedNumber's decimal syntax, so only the range
+        // can fail here.
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger {
-            guard let value = Int(text) else {
-                index = start
-                throw error("integer \(text) out of range")
-            }
-            return .int(value)
-        }
-        guard let value = Double(text), value.isFinite else {
+        do throws(NumberError) {
+            if isInteger { return .int(try CheckedNumber.integer(text, in: Int.min...Int.max)) }
+            return .double(try CheckedNumber.number(text, in: -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude))
+        } catch {
             index = start
-            throw error("number \(text) out of range")
+            throw self.error("\(isInteger ? "integer" : "number") \(NumberError.shortened(text)) out of range")
         }
-        return .double(value)
+    }
+
+    /// The error for a separator missing after `value`. When the value was a number and more
+    /// follows, that is taken for the rest of it (`0x10` reads as `0`, then `x`): the member is
+    /// named. A document that merely ends there is not the number's fault.
+    private func missingSeparator(_ expected: String, after value: JSON, at path: String) -> SyntaxError {
+        let error = error("unexpected \(describeCurrent()), expected \(expected)")
+        let isNumber = switch value {
+        case .int, .double: true
+        default: false
+        }
+        return isNumber && index < bytes.count ? error.at(path) : error
     }
 
     /// Consumes one or more digits; false when there is none.
@@ -277,5 +299,14 @@ package struct JSONReader {
             lineStart = position + 1
         }
         return SyntaxError(line: line, column: index - lineStart + 1, reason: reason)
+    }
+}
+
+extension JSONReader.SyntaxError {
+    /// This error attributed to the member at `path` (none at the top level, where it is "").
+    fileprivate func at(_ path: String) -> Self {
+        var error = self
+        if !path.isEmpty { error.path = path }
+        return error
     }
 }

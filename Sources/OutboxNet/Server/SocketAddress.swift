@@ -137,8 +137,26 @@ package enum Sockets {
         return (fd, local)
     }
 
-    /// Accepts one connection, non-blocking; nil when none is pending.
-    package static func accept(_ listener: Int32) -> (Int32, SocketAddress)? {
+    /// What one non-blocking `accept4` on a listening socket gave.
+    package enum Accepted {
+        /// A new connection (non-blocking, close-on-exec, `TCP_NODELAY`) and its peer.
+        case connection(Int32, SocketAddress)
+        /// Nothing is pending.
+        case nothingPending
+        /// The pending connection was lost before it could be taken (reset, aborted, a network
+        /// error, refused by a firewall rule): the next one may be fine.
+        case lost
+        /// No descriptor or kernel memory for it (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`):
+        /// the connection stays pending, and the listener stays readable, until some are free.
+        case resourcesExhausted(SystemError)
+    }
+
+    /// Accepts one connection, non-blocking. While the process's ``DescriptorReserve`` is let
+    /// go and cannot be taken back, nothing is accepted (`resourcesExhausted`); a shortage found
+    /// here lets it go.
+    package static func accept(_ listener: Int32) -> Accepted {
+        let reserve = DescriptorReserve.process
+        guard reserve.retake() else { return .resourcesExhausted(SystemError("accept4", code: EMFILE)) }
         var peer = SocketAddress()
         peer.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &peer.storage) {
@@ -146,15 +164,31 @@ package enum Sockets {
                 csystem_accept4(listener, $0, &peer.length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             }
         }
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else {
+            let error = SystemError("accept4")
+            if error.code == EAGAIN || error.code == EWOULDBLOCK { return .nothingPending }
+            // accept(2), Linux: errors of the pending connection (ECONNABORTED, EPROTO, network
+            // errors, EPERM from a firewall) are that connection's; only a shortage leaves it queued.
+            guard error.isResourceShortage else { return .lost }
+            reserve.release()
+            return .resourcesExhausted(error)
+        }
         setNoDelay(fd)
-        return (fd, peer)
+        return .connection(fd, peer)
     }
 
     /// Starts a non-blocking connect. Returns the fd, or the errno of an immediate failure.
+    /// While the process's ``DescriptorReserve`` is let go and cannot be taken back, no socket is
+    /// made (`socket` with `EMFILE`); a shortage found here lets it go.
     package static func connect(to address: SocketAddress) -> Result<Int32, SystemError> {
+        let reserve = DescriptorReserve.process
+        guard reserve.retake() else { return .failure(SystemError("socket", code: EMFILE)) }
         let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(SystemError("socket")) }
+        guard fd >= 0 else {
+            let error = SystemError("socket")
+            if error.isResourceShortage { reserve.release() }
+            return .failure(error)
+        }
         setNoDelay(fd)
         var copy = address
         let rc = withUnsafePointer(to: &copy.storage) {
@@ -163,20 +197,31 @@ package enum Sockets {
         if rc == 0 || errno == EINPROGRESS { return .success(fd) }
         let error = SystemError("connect")
         close(fd)
+        if error.isResourceShortage { reserve.release() }
         return .failure(error)
     }
 
     /// Connects to `address` and waits, blocking (never on a loop thread), until the connection
-    /// is made or `end` (monotonic nanoseconds) passes: the connected non-blocking fd, or nil.
-    package static func connectAndWait(to address: SocketAddress, until end: UInt64) -> Int32? {
-        guard case .success(let fd) = connect(to: address) else { return nil }
+    /// is made or `end` (monotonic nanoseconds) passes: the connected non-blocking fd, or why
+    /// not (`connect` with `ETIMEDOUT` when the deadline passed).
+    package static func connectAndWait(to address: SocketAddress, until end: UInt64) -> Result<Int32, SystemError> {
+        let fd: Int32
+        switch connect(to: address) {
+        case .success(let connecting): fd = connecting
+        case .failure(let error): return .failure(error)
+        }
+        guard wait(fd, for: POLLOUT, until: end) else {
+            close(fd)
+            return .failure(SystemError("connect", code: ETIMEDOUT))
+        }
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        guard wait(fd, for: POLLOUT, until: end), getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0, error == 0 else {
+        guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0, error == 0 else {
+            let failure = SystemError("connect", code: error == 0 ? errno : error)
             close(fd)
-            return nil
+            return .failure(failure)
         }
-        return fd
+        return .success(fd)
     }
 
     /// A name's addresses in the order to use them, and the connection that picked the first.
@@ -196,7 +241,7 @@ package enum Sockets {
     package static func reachableFirst(_ addresses: [SocketAddress], timeout: Double) -> Reached {
         guard addresses.count > 1 else { return Reached(addresses: addresses) }
         for (index, address) in addresses.enumerated() {
-            guard let fd = connectAndWait(to: address, until: deadline(after: timeout)) else { continue }
+            guard case .success(let fd) = connectAndWait(to: address, until: deadline(after: timeout)) else { continue }
             var ordered = addresses
             ordered.remove(at: index)
             ordered.insert(address, at: 0)

@@ -71,7 +71,7 @@ package final class SocketStream: EventHandler, DeadlineTracked {
     private var wireIndex = 0
 
     package static let highWater = 256 * 1024
-    static let lowWater = 64 * 1024
+    package static let lowWater = 64 * 1024
 
     /// `tls`: a client engine for a connection being made (`connecting`); its handshake starts
     /// once TCP is connected. A server side begins TLS later, with ``startTLS(_:)``.
@@ -340,6 +340,15 @@ package final class SocketStream: EventHandler, DeadlineTracked {
         guard !flushIsScheduled, !isClosed else { return }
         flushIsScheduled = true
         loop.scheduleFlush(self)
+    }
+
+    /// Sends the queued output on the loop's next turn, not this one: the stream waits for the
+    /// socket's writability, which the level-triggered loop reports at its next wait when the
+    /// socket has room. For a producer that refills the queue from `streamDidDrain`: flushed in
+    /// the same turn, a fast reader would have it produce its whole output before the loop's
+    /// other connections are served.
+    package func flushOnNextTurn() {
+        updateInterest()
     }
 
     /// Called by the loop for a ``flushSoon()``.

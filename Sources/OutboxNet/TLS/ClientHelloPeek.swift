@@ -13,9 +13,12 @@ package enum ClientHelloPeek {
         /// Not a TLS ClientHello (plain HTTP, say, or a malformed one), or longer than `limit`.
         case notTLS
         /// A complete ClientHello. `serverName` is its SNI host_name (RFC 6066 §3), lowercased
-        /// and without a trailing dot; nil when it sent none, or one that is not a valid host
-        /// name or IP literal (the caller then falls back to the `CONNECT` host).
+        /// and without a trailing dot (an IP literal in `CertificateName`'s form); nil when it
+        /// sent none (the caller then falls back to the `CONNECT` host).
         case clientHello(serverName: String?)
+        /// A complete ClientHello whose SNI host_name is neither a host name nor an IP
+        /// literal: it names no host a certificate could be made for.
+        case invalidServerName
     }
 
     package static let limit = 16 * 1024
@@ -85,7 +88,8 @@ package enum ClientHelloPeek {
             while !names.isAtEnd {
                 guard let nameType = names.integer(bytes: 1), let name = names.vector(lengthBytes: 2) else { return .notTLS }
                 if nameType == 0 {  // host_name
-                    return .clientHello(serverName: CertificateName(String(decoding: name.rest, as: UTF8.self)).map(\.description))
+                    guard let valid = CertificateName(String(decoding: name.rest, as: UTF8.self)) else { return .invalidServerName }
+                    return .clientHello(serverName: valid.description)
                 }
             }
             return .clientHello(serverName: nil)

@@ -32,6 +32,8 @@ package final class LeafCertificateIssuer: Sendable {
     package let capacity: Int
     private let leafKey: LeafKey
     private let cache = Mutex(Cache())
+    /// Answers every ClientHello with `unrecognized_name`; holds no certificate.
+    private let refusal: TLSContext
 
     package init(authority: InterceptionCA, capacity: Int = defaultCapacity) throws(TLSError) {
         precondition(capacity > 0, "a leaf cache holds at least one name")
@@ -40,6 +42,7 @@ package final class LeafCertificateIssuer: Sendable {
         self.authority = authority
         self.capacity = capacity
         leafKey = LeafKey(key)
+        refusal = try TLSContext.refusingEveryServerName()
     }
 
     /// How many names have a cached context.
@@ -77,6 +80,18 @@ package final class LeafCertificateIssuer: Sendable {
             cache.entries[name] = (minted, cache.clock)
             return minted
         }
+    }
+
+    /// The TLS records that refuse `clientHello` (a complete one, as ``ClientHelloPeek``
+    /// found it) with the fatal alert `unrecognized_name` (RFC 6066 §3): what a client gets
+    /// whose SNI names a host no leaf is made for. OpenSSL writes them, as a server with no
+    /// certificate; nothing is minted or cached. Empty when OpenSSL cannot even start the
+    /// connection (the caller closes it either way).
+    package func unrecognizedNameAlert(answering clientHello: UnsafeRawBufferPointer) -> [UInt8] {
+        guard let engine = try? TLSEngine(serverOf: refusal) else { return [] }
+        engine.feed(clientHello)
+        _ = engine.handshake()  // fails by design, queuing the alert
+        return engine.drainOutput()
     }
 
     /// The PEM text of the certificate `context` presents (for `openssl verify` and logs).

@@ -12,4 +12,13 @@ extension TLSContext {
         }
         ctlsshim_ctx_select_alpn_http11(context)
     }
+
+    /// A server context that answers every ClientHello with the fatal alert
+    /// `unrecognized_name` (RFC 6066 §3) and holds no certificate: the refusal OpenSSL writes
+    /// for a client naming a host Outbox makes no leaf for.
+    static func refusingEveryServerName() throws(TLSError) -> TLSContext {
+        let refusing = try TLSContext(method: TLS_server_method(), isServer: true, verifiesPeer: false)
+        ctlsshim_ctx_refuse_every_server_name(refusing.context)
+        return refusing
+    }
 }

@@ -38,8 +38,9 @@ package final class TLSContext: @unchecked Sendable {
     package let verifiesPeer: Bool
 
     /// A client context: TLS 1.2 minimum, the system trust store plus `caFile` (a PEM
-    /// bundle), and with `verify: false` no certificate check at all. `certificate` (chain and
-    /// key PEM) is presented to servers that ask for one (mTLS).
+    /// bundle), the host checked against the certificate's subjectAltName only (never its
+    /// CN, RFC 9525), and with `verify: false` no certificate check at all. `certificate`
+    /// (chain and key PEM) is presented to servers that ask for one (mTLS).
     package convenience init(clientVerifying verify: Bool = true, caFile: String? = nil,
                              certificate: (chainPEM: [UInt8], keyPEM: [UInt8])? = nil) throws(TLSError) {
         try self.init(method: TLS_client_method(), isServer: false, verifiesPeer: verify)
@@ -47,6 +48,7 @@ package final class TLSContext: @unchecked Sendable {
         if let certificate { try use(chainPEM: certificate.chainPEM, keyPEM: certificate.keyPEM) }
         if verify {
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+            ctlsshim_ctx_match_names_in_san_only(context)
             guard SSL_CTX_set_default_verify_paths(context) == 1 else {
                 throw TLSError.fromErrorQueue("cannot load the system trust store")
             }
@@ -95,7 +97,7 @@ package final class TLSContext: @unchecked Sendable {
         self.context = context
         self.isServer = isServer
         self.verifiesPeer = verifiesPeer
-        guard ctlsshim_ctx_configure(context) == 1 else { throw TLSError.fromErrorQueue("cannot configure TLS 1.2 minimum") }
+        guard ctlsshim_ctx_configure(context) == 1 else { throw TLSError.fromErrorQueue("cannot configure TLS 1.2 and its suites") }
     }
 
     deinit {

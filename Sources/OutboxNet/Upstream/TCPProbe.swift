@@ -8,11 +8,13 @@ import OutboxModel
 /// complete TLS handshake too, since a captive portal or a wrong certificate accepts TCP but
 /// can serve no request.
 package enum TCPProbe {
-    /// True when `origin` accepts a connection (and a handshake) within `timeout` each. Runs the
-    /// blocking name lookup, connect and handshake on a Dispatch worker, never on an event loop
-    /// or Swift's cooperative pool. `tls` gives the context https origins are checked with.
+    /// `answered` when `origin` accepts a connection (and a handshake) within `timeout` each;
+    /// `notProbed` when Outbox had no descriptor for the probe's socket (that says nothing about
+    /// the origin). Runs the blocking name lookup, connect and handshake on a Dispatch worker,
+    /// never on an event loop or Swift's cooperative pool. `tls` gives the context https
+    /// origins are checked with.
     package static func make(timeout: Double,
-                             tls: @escaping @Sendable () -> TLSContext?) -> @Sendable (Origin) async -> Bool {
+                             tls: @escaping @Sendable () -> TLSContext?) -> @Sendable (Origin) async -> ProbeOutcome {
         { origin in
             await withCheckedContinuation { continuation in
                 DispatchQueue.global().async {
@@ -22,7 +24,7 @@ package enum TCPProbe {
         }
     }
 
-    private static func probe(_ origin: Origin, timeout: Double, tls: () -> TLSContext?) -> Bool {
+    private static func probe(_ origin: Origin, timeout: Double, tls: () -> TLSContext?) -> ProbeOutcome {
         let addresses = SocketAddress.resolveNumeric(origin.host, port: origin.port).map { [$0] }
             ?? SocketAddress.resolve(host: origin.host, port: origin.port)
         return probe(origin, at: addresses, timeout: timeout, tls: tls)
@@ -31,15 +33,21 @@ package enum TCPProbe {
     /// Tries `addresses` in order, `timeout` each: the origin is back when one of them accepts
     /// (and, for https, completes a handshake). A name's first address may be one the origin
     /// does not listen on (`::1` for a server bound to IPv4 only).
-    static func probe(_ origin: Origin, at addresses: [SocketAddress], timeout: Double, tls: () -> TLSContext?) -> Bool {
+    static func probe(_ origin: Origin, at addresses: [SocketAddress], timeout: Double, tls: () -> TLSContext?) -> ProbeOutcome {
         for address in addresses {
-            guard let fd = Sockets.connectAndWait(to: address, until: Sockets.deadline(after: timeout)) else { continue }
+            let fd: Int32
+            switch Sockets.connectAndWait(to: address, until: Sockets.deadline(after: timeout)) {
+            case .success(let connected): fd = connected
+            // No socket to probe with: the other addresses would fare no better.
+            case .failure(let error) where error.isResourceShortage: return .notProbed(error.description)
+            case .failure: continue
+            }
             defer { close(fd) }
-            guard origin.scheme == .https else { return true }
-            guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return false }
-            if handshakes(engine, fd: fd, until: Sockets.deadline(after: timeout)) { return true }
+            guard origin.scheme == .https else { return .answered }
+            guard let context = tls(), let engine = try? TLSEngine(clientOf: context, host: origin.host) else { return .unanswered }
+            if handshakes(engine, fd: fd, until: Sockets.deadline(after: timeout)) { return .answered }
         }
-        return false
+        return .unanswered
     }
 
     /// Drives the handshake over the (non-blocking) socket until it completes, fails or the

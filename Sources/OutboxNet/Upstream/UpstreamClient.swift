@@ -23,7 +23,8 @@ public final class UpstreamClient: Sendable {
     }
 
     /// Sends `head` (origin-form target, final headers) with `body`; the response body is kept
-    /// up to `maxResponseBytes` (the rest is read and dropped, `truncated` says so).
+    /// when it is at most `maxResponseBytes` long, else read to its end, counted and dropped
+    /// (`truncated` says so, `bodySize` how long it was).
     /// A probe goes to the pool itself; a replay attempt through the loop's `replayTransport`.
     public enum Purpose: Sendable { case replay, probe }
 
@@ -76,6 +77,8 @@ private final class ResponseCollector: UpstreamResponseHandler {
     private var head: HTTPResponseHead?
     private var body: [UInt8] = []
     private var truncated = false
+    /// Body bytes received, kept or not.
+    private var bodySize = 0
     private var call: UpstreamCall?
     private var begin: (() -> Void)?
     private var retried = false
@@ -140,11 +143,13 @@ private final class ResponseCollector: UpstreamResponseHandler {
     }
 
     func upstreamReceivedBody(_ bytes: UnsafeRawBufferPointer) {
-        let room = limit - body.count
-        if bytes.count <= room {
+        bodySize += bytes.count
+        guard !truncated else { return }
+        if bodySize <= limit {
             body.append(contentsOf: bytes)
         } else {
-            if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
+            // Over the limit: none of it is kept, so a part can never pass for the whole.
+            body = []
             truncated = true
         }
     }
@@ -154,7 +159,7 @@ private final class ResponseCollector: UpstreamResponseHandler {
             resume(.failure(.invalidResponse("no response head")))
             return
         }
-        resume(.success(CollectedResponse(head: head, body: body, truncated: truncated)))
+        resume(.success(CollectedResponse(head: head, body: body, truncated: truncated, bodySize: bodySize)))
     }
 
     func upstreamFailed(_ error: UpstreamError) {
@@ -163,6 +168,7 @@ private final class ResponseCollector: UpstreamResponseHandler {
         if case .noResponse(_, retryable: true) = error, !retried, head == nil, let begin {
             retried = true
             body = []
+            bodySize = 0
             begin()
             return
         }

@@ -93,6 +93,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
         case .closeStalled:
             logger.info("client_stalled", ["client": peerText, "target": exchange?.head.target ?? "-"])
             close(.immediately)
+        case .closeStalledHandshake:
+            logger.info("client_tls_timeout", ["client": peerText, "origin": interceptedOrigin?.description ?? "-"])
+            close(.immediately)
         case .close(let closing):
             close(closing)
         }
@@ -149,8 +152,9 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     }
 
     private func parseAvailable() {
-        if awaitingClientHello {
-            startServerTLS()
+        if machine.isHandshaking {
+            // Before the ClientHello is whole its bytes wait in `input`; after, TLS has them.
+            if awaitingClientHello { startServerTLS() }
             return
         }
         while machine.isHTTP {
@@ -200,14 +204,24 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     func exchangeDidFinish(keepAlive: Bool) {
         exchange = nil
-        perform(machine.exchangeFinished(now: loop.now, keepAlive: keepAlive,
-                                         inputBuffered: stream.unconsumedInputBytes > 0))
+        let inputBuffered = stream.unconsumedInputBytes > 0
+        // The `200` to a CONNECT Outbox terminates (``beginInterception(of:)`` came just before).
+        if awaitingClientHello {
+            perform(machine.interceptedTunnelAccepted(now: loop.now, inputBuffered: inputBuffered))
+            return
+        }
+        perform(machine.exchangeFinished(now: loop.now, keepAlive: keepAlive, inputBuffered: inputBuffered))
     }
 
     // MARK: Output
 
     func streamDidDrain(_ stream: SocketStream) {
         perform(machine.outputDrained())
+    }
+
+    /// An intercepted client's handshake completed: its requests may come.
+    func streamDidFinishHandshake(_ stream: SocketStream) {
+        perform(machine.handshakeCompleted(now: loop.now))
     }
 
     // MARK: Ending
@@ -239,6 +253,7 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     // MARK: Timeouts and shutdown
 
     func checkDeadlines(now: UInt64) {
+        exchange?.checkDeadlines(now: now)
         let awaitingRequestBody = exchange.map { !$0.requestComplete && !$0.bodyPaused } ?? false
         perform(machine.tick(now: now, inputPending: inputPending, awaitingRequestBody: awaitingRequestBody,
                              responseUnread: stream.queuedOutputBytes > 0, lastProgress: stream.lastProgress))
@@ -265,36 +280,59 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
 
     /// Once the ClientHello is complete: the certificate for its SNI name (the CONNECT host
     /// without one), then TLS on this connection and a fresh parser for the requests inside.
-    /// The header timeout keeps running meanwhile, so a client that never finishes its hello
-    /// is dropped like one that never finishes a head.
+    /// A name `tls.intercept.hosts` does not match gets the alert `unrecognized_name` and no
+    /// certificate: a leaf is made only for an intercepted name. The handshake is due within
+    /// the header timeout (the machine's `handshaking` state), so a client that never finishes
+    /// its hello is dropped like one that never finishes a head, but silently: from the `200`
+    /// on, the client reads TLS, and an HTTP error would be garbage to it.
     private func startServerTLS() {
         guard let origin = interceptedOrigin else { return }
         let peeked = stream.input.withUnsafeBufferPointer { bytes in
             ClientHelloPeek.inspect(UnsafeBufferPointer(rebasing: bytes[stream.inputIndex...]))
         }
-        let serverName: String?
+        let certificateName: String
         switch peeked {
         case .needMore:
-            perform(machine.needMoreInput(now: loop.now, inputBuffered: stream.unconsumedInputBytes > 0))
             return
         case .notTLS:
             logger.info("intercept_failed", ["client": peerText, "origin": origin.description, "error": "not a TLS ClientHello"])
             perform(machine.abandon())
             return
-        case .clientHello(let name):
-            serverName = name
+        case .invalidServerName:
+            refuseServerName("-", of: origin, because: "the SNI name is not a host name")
+            return
+        case .clientHello(let serverName?) where !context.intercepts(serverName):
+            refuseServerName(serverName, of: origin, because: "the name is not in tls.intercept.hosts")
+            return
+        case .clientHello(let serverName):
+            certificateName = serverName ?? origin.host
         }
         do throws(TLSError) {
             guard let issuer = context.leafIssuer else { throw TLSError("interception is not configured") }
-            let engine = try TLSEngine(serverOf: try issuer.context(forHost: serverName ?? origin.host))
+            let engine = try TLSEngine(serverOf: try issuer.context(forHost: certificateName))
             awaitingClientHello = false
             parser = HTTPRequestParser(limits: context.parserLimits)
             stream.startTLS(engine)
-            perform(machine.needMoreInput(now: loop.now, inputBuffered: false))
         } catch {
             logger.warn("intercept_failed", ["client": peerText, "origin": origin.description, "error": error.reason])
             perform(machine.abandon())
         }
+    }
+
+    /// Answers the ClientHello in `input` with the alert `unrecognized_name`, then closes.
+    private func refuseServerName(_ serverName: String, of origin: Origin, because reason: String) {
+        logger.info("intercept_refused", ["client": peerText, "origin": origin.description, "serverName": serverName,
+                                          "error": reason])
+        awaitingClientHello = false
+        if let issuer = context.leafIssuer {
+            let alert = stream.input.withUnsafeBytes { bytes in
+                issuer.unrecognizedNameAlert(answering: UnsafeRawBufferPointer(rebasing: bytes[stream.inputIndex...]))
+            }
+            stream.inputIndex = stream.input.count
+            // No TLS runs on the stream: the alert's record goes out as it is, after the `200`.
+            stream.enqueue(alert)
+        }
+        perform(machine.handshakeRefused())
     }
 
     // MARK: Tunnel

@@ -20,6 +20,11 @@ struct ClientConnectionStateMachine {
         /// `pipelinePaused`: reading stopped because the exchange can't take its body yet or
         /// too much input is buffered.
         case exchanging(pipelinePaused: Bool, peerEnded: Bool)
+        /// After the `200` to a `CONNECT` Outbox terminates itself: the client's TLS handshake
+        /// with us, which must complete by `deadline` (the header timeout). Nothing but TLS
+        /// may be written from here on, so no HTTP error answers anything in this state: a
+        /// stalled, broken or refused handshake ends in a close (or a TLS alert).
+        case handshaking(deadline: UInt64)
         /// After `CONNECT`: bytes are relayed and HTTP is over.
         case tunnelling
         case closed
@@ -63,6 +68,9 @@ struct ClientConnectionStateMachine {
         /// The client stopped sending its body or reading its response for the idle timeout
         /// (slow-client attacks): log `client_stalled`, close now.
         case closeStalled
+        /// An intercepted client's TLS handshake did not complete within the header timeout:
+        /// log it, close now, write nothing (the client expects TLS, not an HTTP `408`).
+        case closeStalledHandshake
         case close(Closing)
     }
 
@@ -82,19 +90,26 @@ struct ClientConnectionStateMachine {
         state = .readingHead(deadline: now + headerTimeout, peerEnded: false)
     }
 
-    /// True while the connection speaks HTTP (not tunnelling, not closed).
+    /// True while the connection speaks HTTP (not handshaking, not tunnelling, not closed).
     var isHTTP: Bool {
         switch state {
         case .idle, .readingHead, .exchanging: true
-        case .tunnelling, .closed: false
+        case .handshaking, .tunnelling, .closed: false
         }
+    }
+
+    /// True between the `200` to an intercepted `CONNECT` and the end of the client's TLS
+    /// handshake: its input is the handshake's, not HTTP.
+    var isHandshaking: Bool {
+        if case .handshaking = state { return true }
+        return false
     }
 
     // MARK: Input
 
     mutating func bytesReadable() -> Action {
         switch state {
-        case .idle, .readingHead, .exchanging: .parseInput
+        case .idle, .readingHead, .exchanging, .handshaking: .parseInput
         case .tunnelling: .relayReadable
         case .closed: .none
         }
@@ -110,9 +125,10 @@ struct ClientConnectionStateMachine {
         return true
     }
 
-    /// Ends a parse pass; true when another must run (asked for during this one, still HTTP).
+    /// Ends a parse pass; true when another must run (asked for during this one, still HTTP
+    /// or handshaking: the ClientHello may have come with the `CONNECT` it follows).
     mutating func parsePassEnded() -> Bool {
-        if pass == .rerunRequested && isHTTP {
+        if pass == .rerunRequested && (isHTTP || isHandshaking) {
             pass = .running
             return true
         }
@@ -126,8 +142,8 @@ struct ClientConnectionStateMachine {
             state = .exchanging(pipelinePaused: false, peerEnded: peerEnded)
             return .startExchange
         // The parser yields a head only between messages, and an exchange in flight keeps the
-        // next one unparsed until it finishes.
-        case .exchanging, .tunnelling, .closed:
+        // next one unparsed until it finishes; a handshaking connection has no parser input.
+        case .exchanging, .handshaking, .tunnelling, .closed:
             return .none
         }
     }
@@ -170,7 +186,7 @@ struct ClientConnectionStateMachine {
             return .resumeReading
         case .idle, .readingHead, .exchanging:
             return .parseInput
-        case .tunnelling, .closed:
+        case .handshaking, .tunnelling, .closed:
             return .none
         }
     }
@@ -186,7 +202,7 @@ struct ClientConnectionStateMachine {
         case .exchanging(let paused, let ended):
             peerEnded = ended
             pipelinePaused = paused
-        case .tunnelling, .closed:
+        case .handshaking, .tunnelling, .closed:
             return .none
         }
         guard keepAlive, !peerEnded || inputBuffered else {
@@ -197,6 +213,38 @@ struct ClientConnectionStateMachine {
         // Resuming reading re-enters parsing for the buffered pipelined bytes.
         if pipelinePaused { return .resumeReading }
         return inputBuffered ? .parseInput : .none
+    }
+
+    /// The exchange answered `200` to a `CONNECT` that Outbox terminates: the client's TLS
+    /// handshake comes next, due within the header timeout. `inputBuffered`: bytes that came
+    /// with the `CONNECT` (the start of the ClientHello) wait in the buffer.
+    mutating func interceptedTunnelAccepted(now: UInt64, inputBuffered: Bool) -> Action {
+        guard case .exchanging(let paused, let peerEnded) = state else { return .none }
+        // A client that has sent EOF can't finish a handshake: it must answer our hello.
+        guard !peerEnded else {
+            state = .closed
+            return .close(.afterFlush)
+        }
+        state = .handshaking(deadline: now + headerTimeout)
+        if paused { return .resumeReading }
+        return inputBuffered ? .parseInput : .none
+    }
+
+    /// The intercepted client's TLS handshake completed: requests come next, inside TLS, the
+    /// first one due within the header timeout as on a newly accepted connection (a client
+    /// that shakes hands and then sends nothing holds no more than a silent plain one).
+    mutating func handshakeCompleted(now: UInt64) -> Action {
+        guard case .handshaking = state else { return .none }
+        state = .readingHead(deadline: now + headerTimeout, peerEnded: false)
+        return .none
+    }
+
+    /// The intercepted client's handshake is refused (its SNI names a host not intercepted;
+    /// the shell has queued the TLS alert): send it, then close.
+    mutating func handshakeRefused() -> Action {
+        guard case .handshaking = state else { return .none }
+        state = .closed
+        return .close(.afterFlush)
     }
 
     /// A `CONNECT` exchange is turning the connection into a tunnel.
@@ -212,7 +260,7 @@ struct ClientConnectionStateMachine {
         switch state {
         case .exchanging: .resumeResponse
         case .tunnelling: .relayDrained
-        case .idle, .readingHead, .closed: .none
+        case .idle, .readingHead, .handshaking, .closed: .none
         }
     }
 
@@ -226,6 +274,12 @@ struct ClientConnectionStateMachine {
             return .relayEnded
         case .closed:
             return .none
+        case .handshaking:
+            // Mid-handshake, nothing more can come that would complete it; whatever is queued
+            // (the `200`, our handshake records, an alert) is TLS or precedes it.
+            if failed { return closeNow() }
+            state = .closed
+            return .close(.afterFlush)
         case .idle(let deadline, _):
             if failed { return closeNow() }
             state = .idle(deadline: deadline, peerEnded: true)
@@ -288,6 +342,10 @@ struct ClientConnectionStateMachine {
             if inputPending { return .none }
             state = .closed
             return .closeIdle
+        case .handshaking:
+            // No request has begun: a handshake is no work to finish.
+            state = .closed
+            return .closeIdle
         case .exchanging, .tunnelling, .closed:
             return .none
         }
@@ -317,6 +375,10 @@ struct ClientConnectionStateMachine {
             guard now >= deadline else { return .none }
             state = .closed
             return .closeIdle
+        case .handshaking(let deadline):
+            guard now >= deadline else { return .none }
+            state = .closed
+            return .closeStalledHandshake
         case .tunnelling, .closed:
             return .none
         }

@@ -29,6 +29,10 @@ final class ProxyLoop {
     private var spareBodies: [[UInt8]] = []
     private static let maxSpareBodies = 64
     private static let maxSpareBodyBytes = 16 * 1024
+    /// This loop's share of `limits.bodyMemoryBytes` (see `BodyMemoryBudget.Lease`).
+    let bodyMemory: BodyMemoryBudget.Lease
+    /// Where spilled request bodies are read into on their way upstream or into a hash.
+    var spillScratch: [UInt8] = []
     private(set) var draining = false
     private var reportedDrained = false
 
@@ -37,8 +41,10 @@ final class ProxyLoop {
         self.context = context
         self.server = server
         pool = UpstreamPool(loop: loop, timeouts: context.upstreamTimeouts,
-                            maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS)
+                            maxHeaderBytes: context.parserLimits.maxHeaderBytes, tlsContext: context.upstreamTLS,
+                            targetPolicy: context.targetPolicy)
         metrics = context.metrics.makeShard()
+        bodyMemory = BodyMemoryBudget.Lease(context.bodyMemory)
         directTransport = FaultInjectingTransport(base: pool, kind: .direct, faults: context.faults, loop: loop,
                                                   responseTimeout: context.upstreamTimeouts.response)
         replayTransport = FaultInjectingTransport(base: pool, kind: .replay, faults: context.faults, loop: loop,

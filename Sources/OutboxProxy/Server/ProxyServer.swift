@@ -67,18 +67,18 @@ public final class ProxyServer: @unchecked Sendable {
     /// addresses. Both sockets are bound before anything accepts, so a busy admin port fails the
     /// start as a busy main port does.
     public func start() throws(ServerStartError) -> (main: SocketAddressSpec, admin: SocketAddressSpec?) {
-        var sockets: [(fd: Int32, role: ListenerRole, address: SocketAddressSpec)] = []
+        var sockets: [(fd: Int32, role: ListenerRole, address: SocketAddressSpec, bound: SocketAddress)] = []
         func closeAll() { for socket in sockets { close(socket.fd) } }
         do {
             let (fd, address) = try Sockets.listen(host: config.listen.host, port: config.listen.port)
-            sockets.append((fd, .main, SocketAddressSpec(host: address.hostText, port: address.port)))
+            sockets.append((fd, .main, SocketAddressSpec(host: address.hostText, port: address.port), address))
         } catch {
             throw .listen(config.listen, error)
         }
         if let adminListen = config.admin.listen {
             do {
                 let (fd, address) = try Sockets.listen(host: adminListen.host, port: adminListen.port)
-                sockets.append((fd, .admin, SocketAddressSpec(host: address.hostText, port: address.port)))
+                sockets.append((fd, .admin, SocketAddressSpec(host: address.hostText, port: address.port), address))
             } catch {
                 closeAll()
                 throw .adminListen(adminListen, error)
@@ -95,7 +95,8 @@ public final class ProxyServer: @unchecked Sendable {
         self.upstreamTLS = upstreamTLS
         let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
                                    queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
-                                   mainListenAddress: sockets[0].address, faults: faults, events: events)
+                                   mainListenAddress: sockets[0].address, listeners: sockets.map(\.bound),
+                                   faults: faults, events: events)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {
@@ -107,9 +108,12 @@ public final class ProxyServer: @unchecked Sendable {
             loops.append(loop)
             states.append(LoopBound(value: ProxyLoop(loop: loop, context: context, server: self), loop: loop))
         }
+        // Held while descriptors last; let go when they run out, so the process keeps some.
+        DescriptorReserve.process.fill()
         let first = loops[0]
+        let gate = AcceptGate(loop: first, logger: logger)
         listeners = sockets.map { socket in
-            LoopBound(value: Listener(fd: socket.fd, role: socket.role, server: self), loop: first)
+            LoopBound(value: Listener(fd: socket.fd, role: socket.role, server: self, gate: gate), loop: first)
         }
         first.execute { [self] in
             for listener in self.listeners { listener.value.register(on: first) }
@@ -187,28 +191,46 @@ public final class ProxyServer: @unchecked Sendable {
 
 /// A listening socket, served by loop 0: accepts in a burst and spreads connections over
 /// the loops round-robin, so a few long-lived keep-alive connections load every core. Each
-/// connection remembers the listener's role, which decides what it may reach.
+/// connection remembers the listener's role, which decides what it may reach. Out of
+/// descriptors, it stops accepting for a moment, as its ``AcceptGate`` says.
 final class Listener: EventHandler {
     let fd: Int32
     let role: ListenerRole
     private unowned let server: ProxyServer
+    private let gate: AcceptGate
     private var loop: EventLoop?
     private var sequence = 0
+    /// Out of the epoll set for the gate's pause.
+    private var paused = false
 
-    init(fd: Int32, role: ListenerRole, server: ProxyServer) {
+    init(fd: Int32, role: ListenerRole, server: ProxyServer, gate: AcceptGate) {
         self.fd = fd
         self.role = role
         self.server = server
+        self.gate = gate
     }
 
     func register(on loop: EventLoop) {
         self.loop = loop
+        gate.add(self)
         loop.register(fd: fd, handler: self, events: EPOLLIN.rawValue)
     }
 
     func handleEvents(_ events: UInt32) {
         for _ in 0..<64 {
-            guard let (client, peer) = Sockets.accept(fd) else { return }
+            let client: Int32
+            let peer: SocketAddress
+            switch Sockets.accept(fd) {
+            case .connection(let accepted, let address): (client, peer) = (accepted, address)
+            case .nothingPending: return
+            case .lost: continue
+            case .resourcesExhausted(let error):
+                // The connection stays queued and the socket readable: accepting again now
+                // would spin (level-triggered). The gate pauses every listener instead.
+                gate.exhausted(error, on: role)
+                return
+            }
+            gate.accepted()
             sequence &+= 1
             if !server.dispatch(fd: client, peer: peer, role: role, sequence: sequence) {
                 // Over limits.maxConnections: a clear answer beats a silent reset.
@@ -219,9 +241,23 @@ final class Listener: EventHandler {
         }
     }
 
+    /// Stops reading the socket (the gate's pause); connections wait in the backlog meanwhile.
+    func pause() {
+        guard let loop, !paused else { return }
+        paused = true
+        loop.unregister(fd: fd)
+    }
+
+    /// Reads the socket again after a pause; nothing once stopped.
+    func resume() {
+        guard let loop, paused else { return }
+        paused = false
+        loop.register(fd: fd, handler: self, events: EPOLLIN.rawValue)
+    }
+
     func stop() {
         guard let loop else { return }
-        loop.unregister(fd: fd)
+        if !paused { loop.unregister(fd: fd) }
         Glibc.close(fd)
         self.loop = nil
     }

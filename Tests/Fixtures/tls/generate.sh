@@ -13,6 +13,11 @@
 #                                       that connects to 127.0.0.1 must refuse it
 #   client-ca.pem / client-ca-key.pem   CA for client certificates (mTLS), clientAuth only
 #   client.pem / client-key.pem         client certificate signed by the client CA
+#   cn-only.pem / cn-only-key.pem       leaf signed by the CA naming localhost only in its subject
+#                                       CN, without subjectAltName: a client must refuse it
+#                                       (RFC 9525 §6.3: no fallback to the CN)
+#   rsa-server.pem / rsa-server-key.pem the server leaf with an RSA 2048 key, for origins that
+#                                       offer only RSA key exchange or RSA-signed suites
 set -eu
 cd "$(dirname "$0")"
 
@@ -29,7 +34,7 @@ refuse_orphans() { # CA_FILE SIGNED_FILE...
         fi
     done
 }
-refuse_orphans ca.pem server.pem expired.pem wrong-host.pem
+refuse_orphans ca.pem server.pem expired.pem wrong-host.pem cn-only.pem rsa-server.pem
 refuse_orphans client-ca.pem client.pem
 
 # Valid from yesterday, so a CI machine whose clock lags a little still accepts them, for 20
@@ -91,6 +96,24 @@ extendedKeyUsage = serverAuth
 subjectAltName = DNS:localhost
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
+# No subjectAltName at all: the name is only in the subject's CN (localhost, inside the CA's
+# nameConstraints, which OpenSSL applies to a CN when there is no SAN). RFC 9525 §6.3: a
+# client must not fall back to the CN, so this leaf is good for no host.
+[cn_only_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+# The server leaf for an RSA key: keyEncipherment too, which static-RSA key exchange needs (an
+# origin offering only such suites must be reachable up to the cipher choice).
+[rsa_leaf_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
 # The client CA is a separate one: the server CA's EKU (serverAuth only) would make any
 # client certificate it signed unusable, and keeping the two apart keeps that CA as narrow as
 # it is. Only test origins (the TLS front's --client-ca) ever trust this one.
@@ -107,7 +130,11 @@ subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
 CNF
 
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1"; }
+# EC P-256 keys, unless key_type=rsa (RSA 2048) for the one make call that sets it.
+key() {
+    if [ "${key_type:-ec}" = rsa ]; then openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1"
+    else openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1"; fi
+}
 csr() { openssl req -new -config "$tmp/openssl.cnf" -key "$1" -subj "$2" -out "$3"; }
 sign() { # sign CSR OUT EXTENSIONS START END [ca options...]
     in=$1 out=$2 ext=$3 from=$4 until=$5
@@ -139,6 +166,10 @@ make client-ca "/O=Outbox tests/CN=Outbox test client CA" client_ca_ext "$start"
     -selfsign -keyfile client-ca-key.pem
 make client "/O=Outbox tests/CN=Outbox test client" client_ext "$start" "$end" \
     -cert client-ca.pem -keyfile client-ca-key.pem
+make cn-only "/O=Outbox tests (CN only)/CN=localhost" cn_only_ext "$start" "$end" \
+    -cert ca.pem -keyfile ca-key.pem
+key_type=rsa make rsa-server "/O=Outbox tests (RSA)/CN=localhost" rsa_leaf_ext "$start" "$end" \
+    -cert ca.pem -keyfile ca-key.pem
 
 chmod 0644 ./*.pem
 
@@ -146,6 +177,7 @@ chmod 0644 ./*.pem
 openssl verify -purpose sslserver -CAfile ca.pem server.pem
 openssl verify -purpose sslclient -CAfile client-ca.pem client.pem
 openssl verify -purpose sslserver -CAfile ca.pem wrong-host.pem
+openssl verify -purpose sslserver -verify_ip 127.0.0.1 -CAfile ca.pem rsa-server.pem
 refused() { # REASON openssl-verify-arguments...: verify must fail, saying REASON
     reason=$1
     shift
@@ -161,3 +193,7 @@ refused() { # REASON openssl-verify-arguments...: verify must fail, saying REASO
 refused "certificate has expired" -purpose sslserver -CAfile ca.pem expired.pem
 refused "IP address mismatch" -purpose sslserver -verify_ip 127.0.0.1 -CAfile ca.pem wrong-host.pem
 refused "self-signed certificate" -purpose sslserver -CAfile ca.pem untrusted.pem
+# The chain is good, and OpenSSL's default host check falls back to the CN, so this passes:
+# that fallback is what the proxy turns off (X509_CHECK_FLAG_NEVER_CHECK_SUBJECT), and its
+# tests check that it refuses the leaf.
+openssl verify -purpose sslserver -verify_hostname localhost -CAfile ca.pem cn-only.pem

@@ -27,20 +27,49 @@ struct InterceptedOrigin {
         "retry": {"preset": "immediate", "maxRetries": 100}
         """
 
+    /// The start of a Python client (`python3 -c`) of an intercepted tunnel: `argv` is the
+    /// proxy, the tunnel's target and the CA file; `raw` is the socket once the proxy answered
+    /// the `CONNECT` `200`; `read_to_end(tls)` reads a socket until its peer closes.
+    static let pythonTunnelPrelude = """
+        import socket, ssl, sys
+
+        def read_to_end(tls):
+            received = b""
+            while True:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    return received
+                received += chunk
+
+        proxy, target, cafile = sys.argv[1], sys.argv[2], sys.argv[3]
+        host, port = proxy.rsplit(":", 1)
+        raw = socket.create_connection((host, int(port)), timeout=20)
+        raw.sendall(("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n" % (target, target)).encode())
+        answer = b""
+        while b"\\r\\n\\r\\n" not in answer:
+            answer += raw.recv(1)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+
+        """
+
     /// Starts the origin (answering with `handler`), its front, and the proxy. `allowedHosts`
-    /// is `forwardProxy.allowedHosts`. With `exportingCA`, runs `outbox ca` with the proxy's
-    /// config and data directory first, as the README tells users to, and requires it to print
-    /// a certificate; without, the proxy creates the CA when it first needs it.
-    static func start(allowedHosts: [String] = ["127.0.0.1"], exportingCA: Bool = true, ipv6Loopback: Bool = false,
+    /// is `forwardProxy.allowedHosts`, `interceptHosts` is `tls.intercept.hosts`, `config`
+    /// more top-level members of the proxy's config (JSON text without braces). With
+    /// `exportingCA`, runs `outbox ca` with the proxy's config and data directory first, as
+    /// the README tells users to, and requires it to print a certificate; without, the proxy
+    /// creates the CA when it first needs it.
+    static func start(allowedHosts: [String] = ["127.0.0.1"], interceptHosts: [String] = ["127.0.0.1"],
+                      config extra: String = "", exportingCA: Bool = true, ipv6Loopback: Bool = false,
                       handler: @escaping TestUpstream.Handler = TestUpstream.answersOK) async throws -> InterceptedOrigin {
         let backend = try TestUpstream(handler: handler)
         let front = try await TLSFront.start(relayingTo: backend, ipv6Loopback: ipv6Loopback)
         let reverseUpstream = try TestUpstream()
         let directory = try TemporaryDirectory()
         let hosts = allowedHosts.map(TLSFixtures.jsonString).joined(separator: ", ")
-        let config = TLSFixtures.config(tls: #""intercept": {"hosts": ["127.0.0.1"]}"#, other: """
+        let intercepted = interceptHosts.map(TLSFixtures.jsonString).joined(separator: ", ")
+        let config = TLSFixtures.config(tls: #""intercept": {"hosts": [\#(intercepted)]}"#, other: """
             "forwardProxy": {"enabled": true, "allowedHosts": [\(hosts)], "connectPorts": [\(front.port)]},
-            \(fastRecovery)
+            \(fastRecovery)\(extra.isEmpty ? "" : ",\n" + extra)
             """)
         try directory.write(config, to: "config.json")
         if exportingCA {

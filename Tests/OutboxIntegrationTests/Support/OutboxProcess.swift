@@ -42,31 +42,40 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// Starts `outbox --listen 127.0.0.1:0 --upstream UPSTREAM --data-dir TMP [--config TMP/config.json]`
     /// and waits for its listening line. `config` is config-file JSON text, written to a file.
     /// `dataDirectory` replaces TMP/data, so a second process can reopen a killed one's queue.
+    /// `listenHost` replaces 127.0.0.1 in `--listen` (`0.0.0.0` binds every address; tests
+    /// still talk to 127.0.0.1).
+    /// `launcher` is a command that execs the rest of its arguments (the binary and its
+    /// arguments) in its own process, so that the pid stays the binary's: see
+    /// ``withOpenFileLimit(soft:hard:)``.
     static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
-                      dataDirectory: String? = nil,
+                      dataDirectory: String? = nil, listenHost: String = "127.0.0.1",
                       executable: String = OutboxProcess.binaryPath,
+                      launcher: [String] = [],
                       timeout: Duration = .seconds(20)) async throws -> OutboxProcess {
         let directory = try TemporaryDirectory()
-        var arguments = ["--listen", "127.0.0.1:0", "--upstream", upstream,
+        var arguments = ["--listen", "\(listenHost):0", "--upstream", upstream,
                          "--data-dir", dataDirectory ?? directory.file("data")]
         if let config {
             arguments += ["--config", try directory.write(config, to: "config.json")]
         }
-        let child = try ChildProcess(executable: executable, arguments: arguments + extra)
-        let port = try await waitForListeningLine(of: child, timeout: timeout)
+        let command = launcher + [executable] + arguments + extra
+        let child = try ChildProcess(executable: command[0], arguments: Array(command.dropFirst()))
+        let port = try await waitForListeningLine(of: child, timeout: timeout,
+                                                  prefix: "outbox listening on http://\(listenHost):")
         return OutboxProcess(child: child, port: port, directory: directory)
     }
 
-    /// Waits until `child` prints the listening line and returns its port; fails at once
-    /// when the child closes stderr (exits) first.
-    static func waitForListeningLine(of child: ChildProcess, timeout: Duration) async throws -> UInt16 {
+    /// Waits until `child` prints the listening line (the one starting with `prefix`, up to
+    /// the port) and returns its port; fails at once when the child closes stderr (exits) first.
+    static func waitForListeningLine(of child: ChildProcess, timeout: Duration,
+                                     prefix: String = "outbox listening on http://127.0.0.1:") async throws -> UInt16 {
         let result: Result<UInt16, HarnessError> = try await child.observed.wait(
             timeout: timeout,
             describeTimeout: { observed in
                 "no listening line within \(timeout); stderr so far:\n\(observed.stderrText.suffix(4000))"
             },
             until: { observed in
-                if let port = listeningPort(in: observed.stderrText) { return .success(port) }
+                if let port = listeningPort(in: observed.stderrText, prefix: prefix) { return .success(port) }
                 // Waiting for stderr to close (not just the exit) keeps the last words in the message.
                 if observed.stderrClosed {
                     return .failure(HarnessError(
@@ -142,6 +151,39 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
               let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
         else { throw HarnessError("no VmHWM in /proc/\(pid)/status") }
         return kilobytes * 1024
+    }
+
+    /// A `launcher` for ``start(upstream:config:arguments:dataDirectory:executable:launcher:timeout:)``
+    /// that runs the binary with its open-file limit (`RLIMIT_NOFILE`) set to `soft` and `hard`:
+    /// POSIX `sh`'s `ulimit`, then `exec`. The soft limit goes first, since a hard limit below
+    /// the current soft one is refused.
+    static func withOpenFileLimit(soft: Int, hard: Int) -> [String] {
+        ["/bin/sh", "-c", #"ulimit -S -n \#(soft) && ulimit -H -n \#(hard) && exec "$0" "$@""#]
+    }
+
+    /// The CPU time the proxy has used so far, user and system (`utime` + `stime` in
+    /// /proc/PID/stat), in seconds.
+    func cpuSeconds() throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // The fields after the command name, which is in parentheses and may hold spaces:
+        // state is field 3, utime 14 and stime 15.
+        guard let end = stat.lastIndex(of: ")") else { throw HarnessError("no command name in /proc/\(pid)/stat") }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else {
+            throw HarnessError("no utime/stime in /proc/\(pid)/stat: \(stat)")
+        }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The proxy's open-file limit now, as /proc/PID/limits shows it (numbers or `unlimited`).
+    func openFileLimit() throws -> (soft: String, hard: String) {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else {
+            throw HarnessError("no open-file limit in /proc/\(pid)/limits:\n\(limits)")
+        }
+        let values = line.dropFirst("Max open files".count).split(separator: " ")
+        guard values.count >= 2 else { throw HarnessError("unreadable line in /proc/\(pid)/limits: \(line)") }
+        return (String(values[0]), String(values[1]))
     }
 
     /// Sends `signal` (SIGTERM by default) unless it has exited.

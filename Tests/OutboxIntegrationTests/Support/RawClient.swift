@@ -6,11 +6,14 @@ import OutboxModel
 /// Every wait has a deadline, so a silent proxy fails the test instead of hanging it.
 final class RawClient {
     /// What to do with response bodies.
-    enum BodyHandling: Equatable {
+    enum BodyHandling {
         /// Keep the bytes (and hash them).
         case collect
         /// Only count and hash them: for bodies of many megabytes.
         case digestOnly
+        /// Count and hash them, and hand each piece to the closure as it arrives: for bodies of
+        /// many megabytes that the test reads into something smaller.
+        case inspect((UnsafeRawBufferPointer) -> Void)
         /// Count and hash, and stop reading for `pause` after every `everyBytes` bytes, so the
         /// proxy's buffers fill up and it has to stop reading from the upstream.
         case digestWithPauses(everyBytes: Int, pause: Duration)
@@ -81,6 +84,8 @@ final class RawClient {
                 body.append(contentsOf: piece)
             case .digestOnly:
                 break
+            case .inspect(let look):
+                look(piece)
             case .digestWithPauses(let every, let pause):
                 // Load shaping, not synchronisation: nothing is awaited here.
                 if byteCount >= nextPauseAt {

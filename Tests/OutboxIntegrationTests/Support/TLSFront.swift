@@ -17,6 +17,10 @@ enum TLSFixtures {
         case wrongHost = "wrong-host"
         /// A client certificate signed by the client CA.
         case client
+        /// Signed by the test CA, `CN=localhost` and no subjectAltName: good for no host.
+        case cnOnly = "cn-only"
+        /// `server` with an RSA key, for RSA-keyed TLS 1.2 suites.
+        case rsaServer = "rsa-server"
 
         var certificatePath: String { TLSFixtures.file("\(rawValue).pem") }
         var keyPath: String { TLSFixtures.file("\(rawValue)-key.pem") }
@@ -86,14 +90,16 @@ final class TLSFront: Sendable, CustomStringConvertible {
     /// Starts a front relaying to `backend` and presenting `identities[0]`; `switchCertificate()`
     /// moves on to the next one. With `clientCA`, the front requires a client certificate
     /// signed by it. With `ipv6Loopback`, it also listens on [::1] at its port when it can, for
-    /// a client that connects to `localhost` and may resolve it to ::1 first.
+    /// a client that connects to `localhost` and may resolve it to ::1 first. With
+    /// `tls12Ciphers` (an OpenSSL cipher list), it speaks TLS 1.2 at most, with those suites only.
     static func start(relayingTo backend: TestUpstream, presenting identities: [TLSFixtures.Identity] = [.server],
-                      clientCA: String? = nil, ipv6Loopback: Bool = false) async throws -> TLSFront {
+                      clientCA: String? = nil, ipv6Loopback: Bool = false, tls12Ciphers: String? = nil) async throws -> TLSFront {
         var arguments = ["--backend", backend.authority]
         for identity in identities {
             arguments += ["--cert", identity.certificatePath, "--key", identity.keyPath]
         }
         if let clientCA { arguments += ["--client-ca", clientCA] }
+        if let tls12Ciphers { arguments += ["--tls12-ciphers", tls12Ciphers] }
         if ipv6Loopback { arguments.append("--ipv6-loopback") }
         return try await launch(arguments)
     }
