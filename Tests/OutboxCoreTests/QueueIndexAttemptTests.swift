@@ -157,6 +157,28 @@ struct QueueIndexAttemptTests {
         #expect(try Self.take(&index, 1, now: 6).inProgress.attempts == 3)
     }
 
+    @Test("an attempt that never left Outbox gives its number back as it ends; one that may have been sent keeps it")
+    func notSentOutcomeGivesTheNumberBack() throws {
+        var index = QueueIndex<Int>()
+        try F.insert(&index, 1, state: OperationState(status: .pending, attempts: 2))
+        let taken = try Self.take(&index, 1, now: 5)
+        #expect(taken.inProgress.attempts == 3)
+        // The outcome `notSent` makes (ReplayTransition): pending, the attempt's number given back.
+        var notSent = taken.inProgress
+        notSent.status = .pending
+        notSent.attempts -= 1
+        try index.update(F.id(1), state: notSent)
+        #expect(index.entry(F.id(1))?.attempts == 2)
+        let again = try Self.take(&index, 1, now: 6)
+        #expect(again.inProgress.attempts == 3, "the attempt not sent used up a number")
+        // A retry after an attempt that may have been sent: its number stays counted.
+        var retry = again.inProgress
+        retry.status = .pending
+        retry.retryCount += 1
+        try index.update(F.id(1), state: retry)
+        #expect(try Self.take(&index, 1, now: 7).inProgress.attempts == 4)
+    }
+
     @Test("an operation whose removal began is never taken; the lane goes on without it, and an aborted removal puts it back in order")
     func removalIsOneStepWithThePick() throws {
         var index = QueueIndex<Int>()

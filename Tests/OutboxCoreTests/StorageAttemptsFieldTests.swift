@@ -1,4 +1,5 @@
 import Foundation
+import OutboxHTTP
 @testable import OutboxModel
 @testable import OutboxStorage
 import Testing
@@ -27,6 +28,27 @@ struct StorageAttemptsFieldTests {
         let (reopened, recovered) = try StorageSamples.open(directory)
         defer { reopened.close() }
         #expect(recovered.first?.operation.state.attempts == state.attempts)
+    }
+
+    @Test("the attempts field and the omitted-body flags are bits of their own: every combination round trips")
+    func attemptsBesideOmittedBodies() async throws {
+        let directory = try StorageTestDirectory()
+        let (log, _) = try StorageSamples.open(directory)
+        defer { log.close() }
+        let request = StorageSamples.request(1)
+        _ = try await log.append(.created(request, OperationState()))
+        let kept = StoredResponse(status: 201, headers: ["A": "b"], body: Array("kept".utf8))
+        let omitted = StoredResponse(status: 200, headers: ["C": "d"], body: [], omittedBodySize: 2 << 20)
+        for response in [kept, omitted] {
+            for conflict in [nil, kept, omitted] {
+                for attempts in [1, 6] {  // 1 is what a completed state implies, 6 is written
+                    let state = OperationState(status: .completed, retryCount: 0, lastAttemptAt: 9, response: response,
+                                               conflict: conflict, attempts: attempts)
+                    let at = try await log.append(.updated(request.id, state))
+                    #expect(try log.readState(at: at) == state)
+                }
+            }
+        }
     }
 
     @Test("a state whose count is the one its retry count implies is written as before the field: no bytes more")
