@@ -28,6 +28,7 @@ extension OutboxConfig {
             ])),
             ("replay", .object([
                 ("maxConcurrentPerOrigin", .int(replay.maxConcurrentPerOrigin)),
+                ("attemptTimeoutSeconds", .double(replay.attemptTimeoutSeconds)),
             ])),
             ("retry", .object([
                 ("preset", .string(retry.preset.rawValue)),

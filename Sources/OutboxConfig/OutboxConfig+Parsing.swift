@@ -97,6 +97,10 @@ extension OutboxConfig.Replay {
         for (key, field) in try object.members() {
             switch key {
             case "maxConcurrentPerOrigin": maxConcurrentPerOrigin = try field.integer(atLeast: 1)
+            case "attemptTimeoutSeconds":
+                // An attempt without time would never be sent: 0 is refused, not "no limit".
+                attemptTimeoutSeconds = try field.seconds()
+                guard attemptTimeoutSeconds > 0 else { throw field.invalid("seconds > 0") }
             default: throw field.unknownKey()
             }
         }

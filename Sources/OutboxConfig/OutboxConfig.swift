@@ -42,6 +42,9 @@ public struct OutboxConfig: Sendable, Equatable {
         /// Lanes of one origin delivered at the same time (≥ 1); within a lane, one operation
         /// at a time.
         public var maxConcurrentPerOrigin = 8
+        /// The longest one replay attempt may take, its response head and body included (> 0):
+        /// then it ends as a transport failure, retried after backoff.
+        public var attemptTimeoutSeconds: Double = 60
         /// The documented defaults.
         public init() {}
     }

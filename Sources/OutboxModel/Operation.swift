@@ -140,10 +140,15 @@ public struct OperationState: Sendable, Equatable {
     public var response: StoredResponse?
     /// The upstream's 409 response once `conflict`.
     public var conflict: StoredResponse?
+    /// Attempts that may have started: the highest `Outbox-Attempt` number sent, or about to be
+    /// sent, for this operation. Unlike `retryCount` it counts every attempt (an admin retry
+    /// does not reset it, a crash does not lose it), so the next attempt's number is always
+    /// higher than any sent before (SPEC §4).
+    public var attempts: Int
 
     public init(status: OperationStatus = .pending, retryCount: Int = 0, lastAttemptAt: Int64? = nil,
                 nextAttemptAt: Int64? = nil, lastError: String? = nil, response: StoredResponse? = nil,
-                conflict: StoredResponse? = nil) {
+                conflict: StoredResponse? = nil, attempts: Int = 0) {
         self.status = status
         self.retryCount = retryCount
         self.lastAttemptAt = lastAttemptAt
@@ -151,5 +156,6 @@ public struct OperationState: Sendable, Equatable {
         self.lastError = lastError
         self.response = response
         self.conflict = conflict
+        self.attempts = attempts
     }
 }

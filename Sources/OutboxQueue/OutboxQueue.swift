@@ -30,7 +30,7 @@ public final class OutboxQueue: Sendable {
     private let unwritten = Mutex<[UUID: (serial: UInt64, state: OperationState)]>([:])
     private let serials = Atomic<UInt64>(0)
     /// Requests read ahead (`readAhead(after:)`) for the operation a lane delivers next, taken
-    /// by `nextWork`. A stored request never changes, so an entry cannot go stale; one whose
+    /// by `takeWork`. A stored request never changes, so an entry cannot go stale; one whose
     /// operation went elsewhere (deleted, overtaken) is only memory, and the map is emptied
     /// when it reaches `readAheadLimit`.
     private let readAhead = Mutex<[UUID: OperationRequest]>([:])
@@ -39,6 +39,9 @@ public final class OutboxQueue: Sendable {
     /// body the read is a small part of the exchange anyway.
     private static let readAheadMaxBytes: UInt32 = 64 * 1024
     package let reachability: Reachability
+    /// What waits on the attempts taken and not ended; taken only inside the index's lock (so a
+    /// removal and a lane's next pick see the same state), never the other way round.
+    private let book = Mutex(AttemptBook())
     /// Large bodies enter the log's buffer a few at a time (see `LargeAppendGate`).
     private let largeAppends = LargeAppendGate()
     private let replayer = Mutex<(any LaneWaker)?>(nil)
@@ -144,10 +147,14 @@ public final class OutboxQueue: Sendable {
         }
     }
 
+    /// An operation in progress when the process stopped (its latest record is the mark of an
+    /// attempt that may have been sent) is pending again, attempted (it has a `lastAttemptAt`,
+    /// so it stays its lane's head), and its next attempt is numbered past the marked one.
     private static func restoredState(_ record: borrowing RecoveryRecord) -> QueueIndex<OperationRecords>.IndexedState {
         QueueIndex.IndexedState(status: record.status == .inProgress ? .pending : record.status, retryCount: record.retryCount,
-                                 lastAttemptAt: record.lastAttemptAt, nextAttemptAt: record.nextAttemptAt,
-                                 lastError: record.lastError.map { String(decoding: $0, as: UTF8.self) })
+                                 lastAttemptAt: record.lastAttemptAt,
+                                 nextAttemptAt: record.nextAttemptAt,
+                                 lastError: record.lastError.map { String(decoding: $0, as: UTF8.self) }, attempts: record.attempts)
     }
 
     /// Room to reserve in the index for an estimated `records` at startup: never more than the
@@ -199,8 +206,18 @@ public final class OutboxQueue: Sendable {
         }
     }
 
-    /// Writes what is pending and stops the writer (SIGTERM).
+    /// Writes what is pending and stops the writer (SIGTERM). Attempts marked ahead and never
+    /// started are given back first (the replayer has stopped taking any), so that after the
+    /// restart they carry the numbers they would have carried.
     public func close() {
+        index.withLock { index in
+            for entry in index.releaseMarks() {
+                var state = fullState(of: entry)
+                state.status = .pending
+                let serial = holdUnwritten(entry.id, state)
+                append(entry.id, state, serial: serial, deferred: true, written: {})
+            }
+        }
         log.close()
     }
 
@@ -216,8 +233,8 @@ public final class OutboxQueue: Sendable {
             var removed = 0
             for start in stride(from: 0, to: retired.count, by: Self.removalBatch) {
                 let ids = retired[start..<min(start + Self.removalBatch, retired.count)]
-                let entries = index.withLock { index in ids.compactMap { index.entry($0) } }
-                let step = await remove(entries)
+                // Still completed as its removal begins: one retried meanwhile stays.
+                let step = await remove { index in ids.compactMap { index.beginRemoval($0, where: { $0.status == .completed }) } }
                 removed += step.removed
                 if !step.written { break }
             }
@@ -263,66 +280,91 @@ public final class OutboxQueue: Sendable {
 
     @discardableResult
     package func delete(_ id: UUID) async -> Bool {
-        guard let entry = index.withLock({ $0.entry(id) }) else { return false }
-        return await remove([entry]).written
+        await remove { index in index.beginRemoval(id).map { [$0] } ?? [] }.removed == 1
     }
 
     /// Operations removed per step of a bulk delete, prune or retention sweep: one group commit
-    /// of their `deleted` records and one hold of the index's lock each, so a million removals
+    /// of their `deleted` records and two holds of the index's lock each, so a million removals
     /// cost a thousand steps and hold a thousand entries at a time, never a task or a list of
     /// everything.
     static let removalBatch = 1000
 
-    /// Removes `entries` as one step: their `deleted` records are appended together (one group
-    /// commit; one completion shared by all of them, no closure per record), then the
-    /// operations whose records are on disk are taken out of the index under one lock, and
-    /// announced. `removed` counts those the index still held (one removed meanwhile by
-    /// another delete is not counted twice); `written` is false when some record could not be
-    /// written (those operations stay).
-    private func remove(_ entries: [QueueIndex<OperationRecords>.Entry]) async -> (removed: Int, written: Bool) {
-        guard !entries.isEmpty else { return (0, true) }
+    /// An operation whose removal has begun (``QueueIndex/beginRemoval(_:where:)``), and the
+    /// cancellation of its attempt when it was in flight.
+    private typealias Removal = (entry: QueueIndex<OperationRecords>.Entry, inFlight: CallCancellation?)
+
+    /// Removes, as one step, the operations that `begin` starts removing (at most
+    /// ``removalBatch``), and returns how many went and whether every record was written. `begin`
+    /// runs under the lock the lanes' next picks take, so each operation leaves its lane in the
+    /// same step as it is chosen, and from then on nothing sends it; one in flight has its
+    /// attempt cancelled (its exchange closed) and keeps its lane busy until it is gone. Then
+    /// the `deleted` records are appended together (one group commit; one completion shared by
+    /// all of them, no closure per record); the operations whose records are on disk leave the
+    /// index under one lock and are announced, and those whose records could not be written go
+    /// back to their lanes. `removed` counts only what this step removed: an operation another
+    /// removal had begun is not begun again, so it is never counted twice.
+    private func remove(beginning begin: (inout QueueIndex<OperationRecords>) -> [Removal]) async -> (removed: Int, written: Bool) {
+        let (begun, cancelled) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], [CallCancellation]) in
+            let removals = begin(&index)
+            let begun = removals.map(\.entry)
+            // A taken attempt waiting for its mark hears the removal too.
+            let waiting = book.withLock { book in book.marks.isEmpty ? [] : begun.compactMap { book.marks.removeValue(forKey: $0.id) } }
+            for mark in waiting { mark.settle(written: false) }
+            return (begun, removals.compactMap(\.inFlight))
+        }
+        for cancellation in cancelled { cancellation.cancel(.removed) }
+        guard !begun.isEmpty else { return (0, true) }
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<RemovalWrites.Outcome, Never>) in
-            let writes = RemovalWrites(count: entries.count) { continuation.resume(returning: $0) }
+            let writes = RemovalWrites(count: begun.count) { continuation.resume(returning: $0) }
             let done: @Sendable (Result<RecordLocation, StorageError>) -> Void = { writes.done($0) }
-            for entry in entries { log.append(.deleted(entry.id), completion: done) }
+            for entry in begun { log.append(.deleted(entry.id), completion: done) }
         }
         if let failure = outcome.failure {
-            logger.warn("storage_failed", ["operation": "delete", "operations": String(entries.count),
-                                           "id": entries[0].id.lowercasedText, "error": "\(failure)"])
+            logger.warn("storage_failed", ["operation": "delete", "operations": String(begun.count),
+                                           "id": begun[0].id.lowercasedText, "error": "\(failure)"])
         }
-        let (removed, woken) = index.withLock { index -> ([Int], [Origin]) in
-            var removed: [Int] = []
-            for (position, entry) in entries.enumerated() where outcome.written[position] {
-                guard let gone = index.remove(entry.id) else { continue }
-                discard(gone.locator)
-                removed.append(position)
+        let woken = index.withLock { index -> [Origin] in
+            for (position, entry) in begun.enumerated() {
+                if outcome.written[position] {
+                    if let gone = index.remove(entry.id) { discard(gone.locator) }
+                } else {
+                    index.abortRemoval(entry.id)
+                }
             }
-            return (removed, index.takeLanesToWake())
+            return index.takeLanesToWake()
         }
-        for position in removed { announce(entries[position], status: "removed") }
+        var removed = 0
+        for (position, entry) in begun.enumerated() where outcome.written[position] {
+            announce(entry, status: "removed")
+            removed += 1
+        }
         wake(woken)
         notifyDrainWaiters()
-        return (removed.count, outcome.failure == nil)
+        return (removed, outcome.failure == nil)
     }
 
     /// Removes the operations that match `filter` and `include` when it starts (ones created
     /// meanwhile are left alone), in queue order, ``removalBatch`` at a time; returns how many
-    /// it removed. Each page of the index is read under the lock on its own, so the event loops'
-    /// lookups wait for one page at most; it stops at the first step whose records could not
-    /// be written.
+    /// it removed. Each page is read and its removals begun under one hold of the lock, so the
+    /// status a page was chosen by is the status its removals begin with (one taken for
+    /// delivery since is in flight, and a bulk delete by status leaves it), and the event
+    /// loops' lookups wait for one page at most; it stops at the first step whose records
+    /// could not be written.
     private func removeAll(_ filter: QueueIndex<OperationRecords>.Filter,
-                           where include: @escaping (QueueIndex<OperationRecords>.Entry) -> Bool) async -> Int {
+                           where include: (QueueIndex<OperationRecords>.Entry) -> Bool) async -> Int {
         let end = index.withLock { $0.nextSequence }
         var cursor: UInt64?
         var removed = 0
         while true {
-            let (batch, next) = index.withLock { index -> ([QueueIndex<OperationRecords>.Entry], UInt64?) in
+            var next: UInt64?
+            let step = await remove { index in
                 let page = index.list(filter, afterSequence: cursor, limit: Self.removalBatch)
-                let batch = page.entries.filter { $0.sequence < end && include($0) }
-                guard let next = page.next, next < end else { return (batch, nil) }
-                return (batch, next)
+                next = page.next.flatMap { $0 < end ? $0 : nil }
+                return page.entries.compactMap { entry in
+                    guard entry.sequence < end, include(entry) else { return nil }
+                    return index.beginRemoval(entry.id)
+                }
             }
-            let step = await remove(batch)
             removed += step.removed
             guard step.written, let next else { return removed }
             cursor = next
@@ -375,8 +417,9 @@ public final class OutboxQueue: Sendable {
     /// close it, and the last one answers with what it found.
     private func latestBodies(of first: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (response: StoredResponse?, conflict: StoredResponse?) {
-        // An attempt in flight has no bodies, and its state is never written (`markInFlight`).
-        if first.status == .inProgress { return (nil, nil) }
+        // An attempt in flight has no bodies (its state is written only as its mark), and neither
+        // has a pending operation: an attempt that stores one finishes it.
+        if first.status == .inProgress || first.status == .pending { return (nil, nil) }
         var entry = first
         var found: OperationState?
         for _ in 0..<4 {
@@ -395,7 +438,10 @@ public final class OutboxQueue: Sendable {
     private func latestState(of entry: QueueIndex<OperationRecords>.Entry) throws(QueueReadError)
         -> (current: OperationState?, stored: OperationState?) {
         func matches(_ candidate: OperationState) -> Bool {
-            candidate.status == entry.status && candidate.retryCount == entry.retryCount
+            // A pending operation's latest record may be the mark of its next attempt, which
+            // holds its state with the status of the attempt.
+            (candidate.status == entry.status || (candidate.status == .inProgress && entry.status == .pending))
+                && candidate.retryCount == entry.retryCount
         }
         if let pending = unwritten.withLock({ $0[entry.id]?.state }), matches(pending) { return (pending, nil) }
         guard let location = entry.locator.state else { return (nil, nil) }
@@ -635,47 +681,169 @@ extension OutboxQueue: QueueGateway {
 // MARK: - The replayer's view
 
 extension OutboxQueue: ReplaySource {
-    package func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
-        let (step, failing) = index.withLock { index -> (LaneStep, [QueueIndex<OperationRecords>.Entry]) in
-            let step = index.nextReady(origin: origin, now: now)
-            return (step, step.dependencyFailed.compactMap { index.entry($0) })
+    package func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
+        enum Step {
+            case take(QueueIndex<OperationRecords>.Take, CallCancellation, AttemptMark?)
+            case failDependent(QueueIndex<OperationRecords>.Entry)
+            case wait(Int64)
+            case idle
         }
-        if let dependent = failing.first {
-            return .failDependent(dependent.id, dependent.state)
-        }
-        switch step.next {
-        case .deliver(let id):
-            guard let entry = index.withLock({ $0.entry(id) }) else { return .idle }
-            if let request = readAhead.withLock({ $0.removeValue(forKey: id) }) {
-                return .attempt(id, request, entry.state)
+        let (step, woken) = index.withLock { index -> (Step, [Origin]) in
+            let lane = index.nextReady(origin: origin, now: now)
+            for id in lane.dependencyFailed {
+                if let dependent = index.entry(id) { return (.failDependent(dependent), []) }
             }
-            do {
-                return .attempt(id, try log.readRequest(at: entry.locator.created), entry.state)
-            } catch {
-                if case .stale = error {
-                    // A compaction moved it a moment ago: the index is about to point at the copy.
-                    return .wait(until: now + 50)
+            switch lane.next {
+            case .deliver(let id):
+                // `record` is writing a state of it: its lane waits for that write, which wakes it.
+                guard !isRecording(id) else { return (.idle, []) }
+                let cancellation = CallCancellation()
+                guard let taken = index.take(id, now: now, cancellation: cancellation) else { return (.idle, []) }
+                let mark: AttemptMark? = taken.mark == .written ? nil : AttemptMark()
+                if let mark { book.withLock { $0.marks[id] = mark } }
+                if taken.mark == .missing {
+                    // The attempt waits for this record: it starts a sync of its own.
+                    appendMark(id, markState(of: taken.entry, number: taken.inProgress.attempts, now: now), deferred: false)
                 }
-                // Skipping it would let later operations overtake it, and failing it would give
-                // up on a request that may read fine once the disk recovers: the lane retries,
-                // loudly, until then or until an operator deletes it.
-                logger.error("storage_read_failed", ["id": id.lowercasedText, "error": "\(error)"])
-                return .wait(until: now + 1000)
+                // The lane's next operations, marked behind its outcomes: by the time it reaches
+                // them their marks are on disk.
+                let ahead = index.reserveAhead(after: id, skip: isRecording)
+                for marked in ahead {
+                    var state = marked.state
+                    if marked.errorCut, let entry = index.entry(marked.id) { state.lastError = fullState(of: entry).lastError }
+                    appendMark(marked.id, markState(state, now: now), deferred: true)
+                }
+                return (.take(taken, cancellation, mark), index.takeLanesToWake())
+            case .wait(let until):
+                return (.wait(until), [])
+            case .busy, .idle:
+                return (.idle, [])
             }
+        }
+        switch step {
+        case .idle: return .idle
         case .wait(let until): return .wait(until: until)
-        case .busy, .idle: return .idle
+        case .failDependent(let dependent): return .failDependent(dependent.id, dependent.state)
+        case .take(let taken, let cancellation, let mark):
+            let entry = taken.entry
+            announce(entry.id, taken.inProgress, lane: (entry.origin, entry.orderingKey))
+            wake(woken.filter { $0 != origin })
+            let request: OperationRequest
+            if let readAhead = readAhead.withLock({ $0.removeValue(forKey: entry.id) }) {
+                request = readAhead
+            } else {
+                do {
+                    request = try log.readRequest(at: entry.locator.created)
+                } catch {
+                    // Not sent: the operation goes back as it was, and the lane looks again.
+                    giveBack(entry.id, taken: entry.state, number: taken.inProgress.attempts)
+                    if case .stale = error {
+                        // A compaction moved it a moment ago: the index is about to point at the copy.
+                        return .wait(until: now + 50)
+                    }
+                    // Skipping it would let later operations overtake it, and failing it would give
+                    // up on a request that may read fine once the disk recovers: the lane retries,
+                    // loudly, until then or until an operator deletes it.
+                    logger.error("storage_read_failed", ["id": entry.id.lowercasedText, "error": "\(error)"])
+                    return .wait(until: now + 1000)
+                }
+            }
+            return .attempt(ReplayAttempt(id: entry.id, request: request, taken: entry.state, inProgress: taken.inProgress,
+                                          cancellation: cancellation, mark: mark))
         }
     }
 
+    /// The record saying `entry`'s attempt `number` may start (its mark): its latest state as an
+    /// attempt in flight since `now`. Recovery reads it as an attempt made: pending again,
+    /// attempted, its next attempt numbered `number + 1`.
+    private func markState(of entry: QueueIndex<OperationRecords>.Entry, number: Int, now: Int64) -> OperationState {
+        var state = fullState(of: entry)
+        state.attempts = number
+        return markState(state, now: now)
+    }
+
+    /// `state` (the operation's, its attempt count the marked one) as its mark.
+    private func markState(_ state: OperationState, now: Int64) -> OperationState {
+        var state = state
+        state.status = .inProgress
+        state.lastAttemptAt = now
+        state.nextAttemptAt = nil
+        state.response = nil
+        state.conflict = nil
+        return state
+    }
+
+    /// Appends the mark of `id`'s attempt (under the index's lock, so that it lands in the log
+    /// in the order the index saw it), and settles whatever waits on it once it is on disk.
+    private func appendMark(_ id: UUID, _ state: OperationState, deferred: Bool) {
+        let number = state.attempts
+        log.append(.updated(id, state), deferred: deferred) { [self] result in
+            switch result {
+            case .success(let location):
+                let mark = index.withLock { index -> AttemptMark? in
+                    relocate(id, to: location, in: &index)
+                    index.markWritten(id, number: number, written: true)
+                    return book.withLock { $0.marks.removeValue(forKey: id) }
+                }
+                mark?.settle(written: true)
+            case .failure(let error):
+                logger.error("storage_failed", ["operation": "mark", "id": id.lowercasedText, "error": "\(error)"])
+                // A refused append completes at once, inside the index's lock: settle later.
+                Task {
+                    let mark = index.withLock { index -> AttemptMark? in
+                        index.markWritten(id, number: number, written: false)
+                        return book.withLock { $0.marks.removeValue(forKey: id) }
+                    }
+                    mark?.settle(written: false)
+                }
+            }
+        }
+    }
+
+    package func release(_ attempt: ReplayAttempt) {
+        giveBack(attempt.id, taken: attempt.taken, number: attempt.number)
+    }
+
+    /// Puts a taken attempt that was never sent back: pending as it was, its attempt count
+    /// without it, written so that a restart numbers it the same.
+    private func giveBack(_ id: UUID, taken: OperationState, number: Int) {
+        let woken = index.withLock { index -> [Origin] in
+            endAttempt(id)
+            guard index.release(id, taken: taken, number: number), let entry = index.entry(id) else { return [] }
+            var state = fullState(of: entry)
+            state.attempts = number - 1
+            let serial = holdUnwritten(id, state)
+            append(id, state, serial: serial, deferred: true, written: {})
+            return index.takeLanesToWake()
+        }
+        wake(woken)
+    }
+
     package func record(_ id: UUID, _ state: OperationState) async {
-        let location: RecordLocation
+        // Marked as being written, under the lock: no mark for it is appended until this state
+        // is in the index, or it would land after this one on disk with the older state. And
+        // the attempt count as the index has it, which the caller's look may not have seen.
+        var state = state
+        let known = index.withLock { index -> Bool in
+            guard let entry = index.entry(id) else { return false }
+            state.attempts = max(state.attempts, entry.attempts)
+            book.withLock { $0.recording[id, default: 0] += 1 }
+            return true
+        }
+        guard known else { return }
+        let location: RecordLocation?
         do {
             location = try await log.append(.updated(id, state))
         } catch {
             logger.error("storage_failed", ["operation": "update", "id": id.lowercasedText, "error": "\(error)"])
-            return
+            location = nil
         }
         let (woken, lane) = index.withLock { index -> ([Origin], Lane?) in
+            book.withLock { book in
+                book.recording[id, default: 1] -= 1
+                if book.recording[id] == 0 { book.recording[id] = nil }
+            }
+            guard let location else { return (index.takeLanesToWake(), nil) }
             // Gone meanwhile: an admin delete, whose record is appended after this one's or wins
             // at recovery anyway.
             guard let entry = index.entry(id) else {
@@ -684,6 +852,7 @@ extension OutboxQueue: ReplaySource {
             }
             Self.apply(state, locator: OperationRecords(created: entry.locator.created, state: location), of: id,
                        to: &index, logger: logger)
+            if state.status != .inProgress { endAttempt(id) }
             if let superseded = entry.locator.state { log.discard(superseded) }
             return (index.takeLanesToWake(), (entry.origin, entry.orderingKey))
         }
@@ -709,9 +878,9 @@ extension OutboxQueue: ReplaySource {
         index.withLock { $0.hasWork(origin: origin, now: now) }
     }
 
-    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `nextWork`
+    /// Reads the request `id`'s lane delivers next while `id` is in flight, so that `takeWork`
     /// finds it in memory: the read leaves the time between one response and the next
-    /// request. A failed read is left to `nextWork`, which reads again and reports it.
+    /// request. A failed read is left to `takeWork`, which reads again and reports it.
     package func readAhead(after id: UUID) {
         guard let (next, locator) = index.withLock({ $0.upNext(after: id) }), locator.created.length <= Self.readAheadMaxBytes,
               readAhead.withLock({ $0[next] == nil }) else { return }
@@ -763,16 +932,7 @@ extension OutboxQueue: ReplaySource {
         log.append(.updated(id, state), deferred: deferred) { [self] result in
             switch result {
             case .success(let location):
-                // Later states of the same operation are appended (and complete) after this
-                // one, so the last completion to run carries the newest location. The state
-                // itself is in the index already: only the locator moves.
-                let superseded = index.withLock { index -> RecordLocation? in
-                    var superseded: RecordLocation?
-                    // Deleted meanwhile: the record it supersedes went with the operation.
-                    guard index.relocate(id, { superseded = $0.state; $0.state = location }) else { return location }
-                    return superseded
-                }
-                if let superseded { log.discard(superseded) }
+                index.withLock { relocate(id, to: location, in: &$0) }
                 unwritten.withLock { map in
                     if map[id]?.serial == serial { map.removeValue(forKey: id) }
                 }
@@ -783,14 +943,37 @@ extension OutboxQueue: ReplaySource {
         }
     }
 
+    /// Points `id`'s state at its record just written. Later states of the same operation are
+    /// appended (and complete) after this one, so the last completion to run carries the newest
+    /// location. The state itself is in the index already: only the locator moves.
+    private func relocate(_ id: UUID, to location: RecordLocation, in index: inout QueueIndex<OperationRecords>) {
+        var superseded: RecordLocation?
+        // Deleted meanwhile: the record it supersedes went with the operation.
+        if index.relocate(id, { superseded = $0.state; $0.state = location }) {
+            if let superseded { log.discard(superseded) }
+        } else {
+            log.discard(location)
+        }
+    }
+
     /// Tells the log an operation's records are no longer needed (it was removed).
     private func discard(_ records: OperationRecords) {
         log.discard(records.created)
         if let state = records.state { log.discard(state) }
     }
 
-    package func markInFlight(_ id: UUID, _ state: OperationState, replaying origin: Origin) {
-        applyNow(id, state, sparing: origin)
+    /// Forgets what waits on the attempt of `id` (its outcome is in): called inside the index's
+    /// lock. Its lane drops its cancellation as the operation leaves `inProgress`.
+    private func endAttempt(_ id: UUID) {
+        book.withLock { book in
+            // Nearly always empty: no hashing on the path of every delivery.
+            if !book.marks.isEmpty { book.marks[id] = nil }
+        }
+    }
+
+    /// Whether `record` is writing a state of `id`: called inside the index's lock.
+    private func isRecording(_ id: UUID) -> Bool {
+        book.withLock { $0.recording.isEmpty ? false : $0.recording[id] != nil }
     }
 
     /// Gives the index `state` and announces it; wakes the lanes it changed except those of
@@ -802,6 +985,7 @@ extension OutboxQueue: ReplaySource {
             // Gone meanwhile (an admin delete): a record written for it is then ignored at recovery too.
             guard let lane = index.lane(of: id) else { return ([], nil) }
             Self.apply(state, of: id, to: &index, logger: logger)
+            if state.status != .inProgress { endAttempt(id) }
             return (index.takeLanesToWake(), lane)
         }
         if let lane { announce(id, state, lane: lane) }
@@ -811,6 +995,16 @@ extension OutboxQueue: ReplaySource {
     package var originsWithWork: [Origin] {
         index.withLock { index in index.knownOrigins.filter { index.hasQueued(origin: $0) } }
     }
+}
+
+/// What waits on the attempts the queue has handed out, kept beside the index and under its
+/// lock (the cancellation of each attempt in flight is its lane's, in the index).
+private struct AttemptBook {
+    /// Attempts waiting for their mark to reach the disk.
+    var marks: [UUID: AttemptMark] = [:]
+    /// Operations whose state `record` is writing (how many writes): no mark is made for them
+    /// and they are not taken until it is in.
+    var recording: [UUID: Int] = [:]
 }
 
 // MARK: - The admin API's view
@@ -917,6 +1111,8 @@ extension OutboxQueue: AdminQueueSource {
         }
         // A fresh start (status pending, retryCount 0, error and conflict cleared): an admin retry
         // grants the whole retry budget again, due now.
+        // The attempt count stays (`record` keeps it): the next attempt's number is still higher
+        // than any sent before.
         await record(id, OperationState(status: .pending))
         wake([entry.origin])
         // The body is not needed for the answer: checked in pieces, never held.

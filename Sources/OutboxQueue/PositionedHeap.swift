@@ -37,6 +37,42 @@ struct PositionedHeap<Member: HeapMember>: Sendable {
         return removed
     }
 
+    /// Visits members least first without changing the heap, while `visit` returns true;
+    /// returns false when `visit` stopped it. O(k log k) for the first k members: the next
+    /// least is always a child of one visited, so only those children are kept aside.
+    func visitInOrder(_ visit: (Member) -> Bool) -> Bool {
+        guard !members.isEmpty else { return true }
+        // A small binary heap of indices into `members`, ordered by the members they name.
+        var frontier: [Int] = [0]
+        func less(_ a: Int, _ b: Int) -> Bool { members[frontier[a]] < members[frontier[b]] }
+        while let least = frontier.first {
+            if !visit(members[least]) { return false }
+            let last = frontier.removeLast()
+            if !frontier.isEmpty {
+                frontier[0] = last
+                var index = 0
+                while true {
+                    let left = 2 * index + 1
+                    guard left < frontier.count else { break }
+                    var smallest = left
+                    if left + 1 < frontier.count, less(left + 1, left) { smallest = left + 1 }
+                    guard less(smallest, index) else { break }
+                    frontier.swapAt(index, smallest)
+                    index = smallest
+                }
+            }
+            for child in (2 * least + 1)...(2 * least + 2) where child < members.count {
+                frontier.append(child)
+                var index = frontier.count - 1
+                while index > 0, less(index, (index - 1) / 2) {
+                    frontier.swapAt(index, (index - 1) / 2)
+                    index = (index - 1) / 2
+                }
+            }
+        }
+        return true
+    }
+
     private mutating func siftUp(_ start: Int, positions: inout [Int32]) {
         var index = start
         while index > 0 {

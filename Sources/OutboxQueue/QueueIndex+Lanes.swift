@@ -64,9 +64,16 @@ extension QueueIndex {
         return true
     }
 
-    /// Takes `state` for the record at `slot`, then re-places what waits for it.
+    /// Takes `state` for the record at `slot`, then re-places what waits for it. Its attempt
+    /// count goes down by one at most, and only as the attempt in flight ends (its outcome is
+    /// made from the in-flight state, and one that never left Outbox gives its number back):
+    /// any other state may be made from an older look at the operation (an admin retry), and
+    /// must not lower the number its next attempt carries (`release` gives an attempt back too).
     mutating func apply(_ state: IndexedState, to slot: Int32) {
+        var attempts = records[Int(slot)].attempts
+        if records[Int(slot)].status == .inProgress, state.status != .inProgress, attempts > 0 { attempts -= 1 }
         records[Int(slot)].take(state)
+        records[Int(slot)].attempts = max(attempts, state.attempts)
         setStatus(state.status, of: slot)
         replaceDependents(of: slot)
     }
@@ -83,6 +90,14 @@ extension QueueIndex {
             originLanes[origin].counts[old.index] -= 1
             if !old.isFinished { lanes[lane].unfinished -= 1 }
         }
+        // A mark ahead belongs to a pending operation's next attempt: taken (in progress),
+        // ended or removed, the operation no longer counts among its lane's marked ones.
+        if status != .pending, records[index].mark != .none {
+            records[index].mark = .none
+            lanes[lane].marked -= 1
+        }
+        // Its attempt ended (or it was removed): the lane's cancellation goes with it.
+        if records[index].status == .inProgress, status != .inProgress { lanes[lane].attempt = nil }
         records[index].status = status
         if let status {
             statusCounts[status.index] += 1
@@ -111,6 +126,9 @@ extension QueueIndex {
             if lanes[lane].inFlight == 0 { originLanes[origin].active += 1 }
             lanes[lane].inFlight += 1
             records[index].placement = .inFlight
+        case .pending where records[index].removing:
+            // Being removed: nothing may take it, and its lane goes on without it.
+            records[index].placement = .none
         case .pending:
             if let dependency = records[index].extras?.dependsOn, let dependencySlot = self.slot(of: dependency),
                dependencySlot != slot, let dependencyStatus = records[Int(dependencySlot)].status,
@@ -122,6 +140,10 @@ extension QueueIndex {
                 } else {
                     records[index].placement = .waiting
                 }
+            } else if records[index].attempted {
+                let started = StartedSlot(record: slot, rank: UInt8(truncatingIfNeeded: records[index].priority.rawValue))
+                lanes[lane].heaps.started.insert(started, positions: &heapPositions)
+                records[index].placement = .started
             } else {
                 // The priority read first: read inside the call, it costs a copy of the record.
                 let priority = records[index].priority
@@ -143,6 +165,8 @@ extension QueueIndex {
             break
         case .ready:
             lanes[lane].heaps.with(records[index].priority) { $0.remove(slot, positions: &heapPositions) }
+        case .started:
+            lanes[lane].heaps.started.remove(slot: Int(slot), positions: &heapPositions)
         case .inFlight:
             lanes[lane].inFlight -= 1
             if lanes[lane].inFlight == 0 { originLanes[origin].active -= 1 }
@@ -250,6 +274,7 @@ extension QueueIndex {
             lanes[lane].inFlight = 0
             lanes[lane].schedule = .none
             lanes[lane].unfinished = 0
+            lanes[lane].marked = 0
             lanePositions[lane] = -1
         }
         let slots = (0..<Int32(records.count))
@@ -261,6 +286,7 @@ extension QueueIndex {
                 statusCounts[status.index] += 1
                 originLanes[Int(lanes[lane].origin)].counts[status.index] += 1
                 if !status.isFinished { lanes[lane].unfinished += 1 }
+                if records[index].mark != .none { lanes[lane].marked += 1 }
             }
         }
         for slot in slots where records[Int(slot)].status != nil { place(slot) }

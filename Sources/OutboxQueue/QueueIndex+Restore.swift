@@ -69,6 +69,7 @@ extension QueueIndex.Record {
     /// the caller's to set.
     mutating func take(_ state: QueueIndex.IndexedState) {
         retryCount = state.retryCount
+        attempts = state.attempts
         lastAttemptAt = state.lastAttemptAt
         nextAttemptAt = state.nextAttemptAt
         // Most records have neither an error nor a box: no box to look into.

@@ -13,9 +13,14 @@ import OutboxModel
 /// A lane is an origin plus an ordering key (`Outbox-Ordering-Key`); operations without one
 /// share the origin's default lane. Ordering rules, per lane:
 /// - One operation at a time: while one is `inProgress` the lane is busy.
-/// - Highest priority first, first-in first-out (creation order) within a priority.
+/// - An operation once attempted (it has a `lastAttemptAt`: an attempt of it started, or may
+///   have, before a crash) stays the lane's head until it ends: priority orders only what was
+///   not attempted. Attempted ones (one per lane, but a restart may find more) come first, by
+///   priority then creation order; they sit in the lane's `started` heap.
+/// - Otherwise highest priority first, first-in first-out (creation order) within a priority.
 /// - The head of the lane backing off (`nextAttemptAt` in the future) makes the lane wait:
-///   later operations do not overtake a retrying one. Other lanes of the origin go on.
+///   later operations do not overtake a retrying one, whatever their priority. Other lanes of
+///   the origin go on.
 /// - An operation whose `dependsOn` is pending or in progress is set aside, and the lane goes
 ///   on with the others. It cannot block the lane: its dependency may sit behind it (lower
 ///   priority) or in another lane or origin, and blocking would then deadlock or couple lanes
@@ -66,6 +71,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         public var createdAt: Int64
         /// Retries made so far.
         public var retryCount: Int
+        /// Attempts that may have started (`OperationState.attempts`).
+        public var attempts: Int
         /// Start of the last attempt, ms since the epoch.
         public var lastAttemptAt: Int64?
         /// Not before this (ms since the epoch); nil once finished.
@@ -84,7 +91,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         /// The state the index holds: `response` and `conflict` are on disk only.
         public var state: OperationState {
             OperationState(status: status, retryCount: retryCount, lastAttemptAt: lastAttemptAt,
-                           nextAttemptAt: nextAttemptAt, lastError: lastError)
+                           nextAttemptAt: nextAttemptAt, lastError: lastError, attempts: attempts)
         }
     }
 
@@ -95,8 +102,10 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     enum Placement: UInt8, Sendable {
         /// Finished or removed: in no lane structure.
         case none
-        /// Pending and free to go: in its lane's heap for its priority.
+        /// Pending, never attempted, and free to go: in its lane's heap for its priority.
         case ready
+        /// Pending, attempted before, and free to go: in its lane's `started` heap.
+        case started
         /// Pending, dependency pending or in progress: in `dependents[dependency]`.
         case waiting
         /// Pending, dependency failed or conflict: in `dependents[dependency]` and the lane's
@@ -111,7 +120,8 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
     /// error, dependency) live in one `Extras` box that is nil for an operation
     /// with none of them, so they cost 8 bytes instead of ~50; a further rarely-set field
     /// belongs there too, not inline. Field order puts the 17-byte key and the 1-byte fields
-    /// into what would otherwise be padding.
+    /// into what would otherwise be padding; `attempts` fills the last 4 bytes of it, and the
+    /// placement shares its byte with the attempt mark and the removal flag (`bits`).
     struct Record: Sendable {
         var id: UUID
         var sequence: UInt64
@@ -123,9 +133,11 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         /// nil: removed (a tombstone awaiting compaction).
         var status: OperationStatus?
         var priority: OperationPriority
-        var placement: Placement
+        /// `placement` (bits 0-2), `mark` (bits 3-4), `removing` (bit 5).
+        var bits: UInt8
         var lane: UInt32
         var retryCount: UInt32
+        var attempts: UInt32
         var locator: Locator
 
         init(id: UUID, sequence: UInt64, createdAt: Int64, tag: String?, key: IndexedKey, dependsOn: UUID?,
@@ -139,11 +151,34 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             self.key = key
             status = nil
             self.priority = priority
-            placement = .none
+            bits = 0
             self.lane = lane
             retryCount = 0
+            attempts = 0
             self.locator = locator
         }
+
+        /// Where it stands in the lane structures.
+        var placement: Placement {
+            get { Placement(rawValue: bits & 0b111) ?? .none }
+            set { bits = bits & ~0b111 | newValue.rawValue }
+        }
+
+        /// Its next attempt's mark (see `MarkState`).
+        var mark: MarkState {
+            get { MarkState(rawValue: (bits >> 3) & 0b11) ?? .none }
+            set { bits = bits & ~0b1_1000 | newValue.rawValue << 3 }
+        }
+
+        /// An admin removal of it is under way: it is in no lane structure but its lane's busy
+        /// count, and nothing takes it (`beginRemoval`).
+        var removing: Bool {
+            get { bits & 0b10_0000 != 0 }
+            set { bits = newValue ? bits | 0b10_0000 : bits & ~0b10_0000 }
+        }
+
+        /// An attempt of it started in this run of its retries (an admin retry clears it).
+        var attempted: Bool { lastAttemptAt != QueueIndex.none }
 
         var tag: String? {
             get { extras?.tag }
@@ -194,10 +229,12 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var dependsOn: UUID? { fields.dependsOn }
     }
 
-    /// The four priority heaps of a lane, as stored fields: an array of them would cost each of
-    /// up to a hundred thousand lanes an allocation.
+    /// The four priority heaps of a lane and its heap of attempted operations, as stored
+    /// fields: an array of them would cost each of up to a hundred thousand lanes an allocation.
     struct PriorityHeaps: Sendable {
         var low = LaneHeap(), normal = LaneHeap(), high = LaneHeap(), critical = LaneHeap()
+        /// Pending operations attempted before: they go before any other, whatever the priority.
+        var started = PositionedHeap<StartedSlot>()
 
         /// Runs `body` on the heap of `priority`, in place (no copy of its storage).
         mutating func with<Result>(_ priority: OperationPriority, _ body: (inout LaneHeap) -> Result) -> Result {
@@ -209,10 +246,37 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
             }
         }
 
-        /// The lane's head: the oldest operation of the highest priority that has one.
-        var head: Int32? { critical.first ?? high.first ?? normal.first ?? low.first }
+        /// The lane's head: an attempted operation, else the oldest operation of the highest
+        /// priority that has one.
+        var head: Int32? { started.first?.record ?? critical.first ?? high.first ?? normal.first ?? low.first }
 
-        var capacity: Int { low.slots.capacity + normal.slots.capacity + high.slots.capacity + critical.slots.capacity }
+        var capacity: Int {
+            low.slots.capacity + normal.slots.capacity + high.slots.capacity + critical.slots.capacity
+                + started.members.capacity
+        }
+    }
+
+    /// A pending operation in a lane's `started` heap: higher priority first, then creation order.
+    struct StartedSlot: HeapMember {
+        var record: Int32
+        var rank: UInt8
+
+        var slot: Int { Int(record) }
+
+        static func < (lhs: Self, rhs: Self) -> Bool {
+            lhs.rank != rhs.rank ? lhs.rank > rhs.rank : lhs.record < rhs.record
+        }
+    }
+
+    /// Where the record saying that an operation's next attempt may start stands. Live only:
+    /// recovery starts every operation at `none` (its marks count as attempts made).
+    enum MarkState: UInt8, Sendable {
+        /// No mark ahead of the next attempt: one is written when it is taken.
+        case none
+        /// Appended, not on disk yet; `attempts` already counts the attempt.
+        case writing
+        /// On disk; `attempts` counts the attempt, which has not started.
+        case written
     }
 
     /// Where a lane is in its origin's schedule.
@@ -236,6 +300,12 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         var unfinished = 0
         /// Records of any status in the lane; a keyed lane is released when none is left.
         var members = 0
+        /// Pending operations of the lane whose next attempt is marked ahead (`MarkState`).
+        var marked: Int32 = 0
+        /// How to end the attempt the lane has in flight (`take`): a removal of its operation
+        /// cancels it. Kept here, not in a table by id: a lane has one attempt at a time, and
+        /// the lookup costs nothing on the path of every delivery.
+        var attempt: CallCancellation?
 
         init(origin: UInt32, orderingKey: String?) {
             self.origin = origin
@@ -419,18 +489,21 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         let lastAttemptAt: Int64
         let nextAttemptAt: Int64
         let lastError: String?
+        let attempts: UInt32
 
-        public init(status: OperationStatus, retryCount: Int, lastAttemptAt: Int64?, nextAttemptAt: Int64?, lastError: String?) {
+        public init(status: OperationStatus, retryCount: Int, lastAttemptAt: Int64?, nextAttemptAt: Int64?, lastError: String?,
+                    attempts: Int = 0) {
             self.status = status
             self.retryCount = UInt32(clamping: retryCount)
             self.lastAttemptAt = lastAttemptAt ?? QueueIndex.none
             self.nextAttemptAt = nextAttemptAt ?? QueueIndex.none
             self.lastError = lastError.map { $0.count > QueueIndex.maxErrorLength ? String($0.prefix(QueueIndex.maxErrorLength)) : $0 }
+            self.attempts = UInt32(clamping: attempts)
         }
 
         init(_ state: OperationState) {
             self.init(status: state.status, retryCount: state.retryCount, lastAttemptAt: state.lastAttemptAt,
-                      nextAttemptAt: state.nextAttemptAt, lastError: state.lastError)
+                      nextAttemptAt: state.nextAttemptAt, lastError: state.lastError, attempts: state.attempts)
         }
     }
 
@@ -583,7 +656,7 @@ public struct QueueIndex<Locator: Sendable>: Sendable {
         return Entry(
             id: record.id, origin: origins[Int(lanes[Int(record.lane)].origin)], idempotencyKey: record.key.string,
             status: record.status ?? .failed, priority: record.priority, sequence: record.sequence,
-            createdAt: record.createdAt, retryCount: Int(record.retryCount),
+            createdAt: record.createdAt, retryCount: Int(record.retryCount), attempts: Int(record.attempts),
             lastAttemptAt: record.lastAttemptAt == Self.none ? nil : record.lastAttemptAt,
             nextAttemptAt: finished || record.nextAttemptAt == Self.none ? nil : record.nextAttemptAt,
             dependsOn: record.dependsOn, tag: record.tag, orderingKey: lanes[Int(record.lane)].orderingKey,

@@ -1,11 +1,24 @@
 import OutboxModel
 
 /// The pure state changes of an operation during replay: starting an attempt,
-/// applying its outcome, expiring by TTL. The queue applies expiry itself, so that rule lives
-/// here; the attempt transitions extend this type in the replay layer.
+/// applying its outcome, expiring by TTL. The queue starts attempts (it takes an operation and
+/// marks it in flight in one step) and applies expiry itself, so those rules live here; the
+/// outcome transitions extend this type in the replay layer.
 public enum ReplayTransition {
     /// `lastError` of an operation that outlived `queue.ttlSeconds` unfinished: it fails.
     public static let expiredError = "expired"
+
+    /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no
+    /// pending backoff, `attempts` = `number`, the attempt's number (`Outbox-Attempt`; by
+    /// default one past the attempts `current` counts).
+    public static func startAttempt(current: OperationState, now: Int64, number: Int? = nil) -> OperationState {
+        var next = current
+        next.status = .inProgress
+        next.lastAttemptAt = now
+        next.nextAttemptAt = nil
+        next.attempts = number ?? current.attempts + 1
+        return next
+    }
 
     /// The `failed` ("expired") state for an unfinished operation created at `createdAt` that
     /// is older than `ttlSeconds` at `now`; nil when it is not expired or already finished.

@@ -9,6 +9,7 @@ import OutboxModel
 /// | status in `retryableStatuses`, or a transport failure | `retry` |
 /// | any other status (1xx included: an upstream client never hands one over as final) | `failed` |
 /// | none: Outbox had no descriptor for the socket, nothing was sent | `notSent` |
+/// | none: Outbox refuses the target (its own listener, or an internal address a wildcard may not reach) | `failed` |
 ///
 /// 409 is checked before `retryableStatuses`, so configuring 409 as retryable has no effect:
 /// a conflict needs someone to resolve it, which sending the same request again never does,
@@ -44,12 +45,15 @@ public enum AttemptOutcome: Sendable, Equatable {
     }
 
     /// The outcome of an attempt that failed with `error` before any response: `notSent` when
-    /// Outbox itself lacked the descriptor, else a transport failure (retry after backoff).
+    /// Outbox itself lacked the descriptor; `failed` when Outbox refuses the target (SPEC §3:
+    /// the refusal is a rule about where the target resolves, which no retry changes, so
+    /// spending `maxRetries` on it would only hold the lane); else a transport failure (retry
+    /// after backoff).
     public init(failure error: UpstreamError) {
-        if case .localResourcesExhausted = error {
-            self = .notSent(error: error.summary)
-        } else {
-            self.init(transportFailure: error.summary)
+        switch error {
+        case .localResourcesExhausted: self = .notSent(error: error.summary)
+        case .targetRefused: self = .failed(error: error.summary)
+        default: self.init(transportFailure: error.summary)
         }
     }
 }

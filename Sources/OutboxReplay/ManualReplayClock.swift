@@ -3,16 +3,21 @@ import Synchronization
 
 /// A clock that moves only when a test says so: `advance(by:)` resumes every sleeper whose
 /// deadline has passed, in deadline order; `waitForSleepers(_:)` lets a test wait, without
-/// sleeping, until the code under test has gone to sleep.
+/// sleeping, until the code under test has gone to sleep. The deadlines of attempts in flight
+/// (`sleep(untilAttemptDeadline:)`) are kept apart: `sleepingDeadlines`, `waitForSleepers` and
+/// `advanceToNextDeadline` see only the replayer's own waits, `attemptDeadlines` and
+/// `waitForAttemptDeadlines` the others; `advance(by:)` wakes both.
 public final class ManualReplayClock: ReplayClock {
     private struct Sleeper {
         var id: UInt64
         var deadline: Int64
+        var isAttemptDeadline: Bool
         var continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct SleeperCountWaiter {
         var count: Int
+        var attemptDeadlines: Bool
         var continuation: CheckedContinuation<Void, Never>
     }
 
@@ -24,10 +29,16 @@ public final class ManualReplayClock: ReplayClock {
         var cancelledEarly: Set<UInt64> = []
         var countWaiters: [SleeperCountWaiter] = []
 
+        func count(attemptDeadlines: Bool) -> Int {
+            sleepers.count { $0.isAttemptDeadline == attemptDeadlines }
+        }
+
         /// Waiters satisfied by the current number of sleepers, removed from the list.
         mutating func satisfiedCountWaiters() -> [CheckedContinuation<Void, Never>] {
-            let ready = countWaiters.filter { $0.count <= sleepers.count }
-            countWaiters.removeAll { $0.count <= sleepers.count }
+            let waits = count(attemptDeadlines: false), deadlines = count(attemptDeadlines: true)
+            func satisfied(_ waiter: SleeperCountWaiter) -> Bool { waiter.count <= (waiter.attemptDeadlines ? deadlines : waits) }
+            let ready = countWaiters.filter(satisfied)
+            countWaiters.removeAll(where: satisfied)
             return ready.map(\.continuation)
         }
     }
@@ -44,13 +55,27 @@ public final class ManualReplayClock: ReplayClock {
         state.withLock { $0.now }
     }
 
-    /// Deadlines of the tasks currently asleep, earliest first.
+    /// Deadlines of the tasks currently asleep, earliest first (attempt deadlines aside).
     public var sleepingDeadlines: [Int64] {
-        state.withLock { $0.sleepers.map(\.deadline).sorted() }
+        state.withLock { $0.sleepers.filter { !$0.isAttemptDeadline }.map(\.deadline).sorted() }
+    }
+
+    /// Deadlines of the attempts in flight that something sleeps until, earliest first.
+    public var attemptDeadlines: [Int64] {
+        state.withLock { $0.sleepers.filter(\.isAttemptDeadline).map(\.deadline).sorted() }
     }
 
     /// Suspends until the clock is advanced to `deadline` or the task is cancelled.
     public func sleep(until deadline: Int64) async throws {
+        try await sleep(until: deadline, isAttemptDeadline: false)
+    }
+
+    /// `sleep(until:)`, counted among the attempt deadlines.
+    public func sleep(untilAttemptDeadline deadline: Int64) async throws {
+        try await sleep(until: deadline, isAttemptDeadline: true)
+    }
+
+    private func sleep(until deadline: Int64, isAttemptDeadline: Bool) async throws {
         let id = state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID
@@ -61,7 +86,8 @@ public final class ManualReplayClock: ReplayClock {
                 let action: Action = state.withLock { state in
                     if state.cancelledEarly.remove(id) != nil { return .cancel }
                     if deadline <= state.now { return .resume }
-                    state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
+                    state.sleepers.append(Sleeper(id: id, deadline: deadline, isAttemptDeadline: isAttemptDeadline,
+                                                  continuation: continuation))
                     return .wait(state.satisfiedCountWaiters())
                 }
                 switch action {
@@ -102,19 +128,29 @@ public final class ManualReplayClock: ReplayClock {
     @discardableResult
     public func advanceToNextDeadline() -> Bool {
         let step: Int64? = state.withLock { state in
-            state.sleepers.map(\.deadline).min().map { max(0, $0 - state.now) }
+            state.sleepers.filter { !$0.isAttemptDeadline }.map(\.deadline).min().map { max(0, $0 - state.now) }
         }
         guard let step else { return false }
         advance(by: step)
         return true
     }
 
-    /// Returns once at least `count` tasks are asleep on this clock.
+    /// Returns once at least `count` tasks are asleep on this clock (attempt deadlines aside).
     public func waitForSleepers(_ count: Int = 1) async {
+        await waitFor(count, attemptDeadlines: false)
+    }
+
+    /// Returns once at least `count` attempt deadlines are slept until.
+    public func waitForAttemptDeadlines(_ count: Int = 1) async {
+        await waitFor(count, attemptDeadlines: true)
+    }
+
+    private func waitFor(_ count: Int, attemptDeadlines: Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { state in
-                if state.sleepers.count >= count { return true }
-                state.countWaiters.append(SleeperCountWaiter(count: count, continuation: continuation))
+                if state.count(attemptDeadlines: attemptDeadlines) >= count { return true }
+                state.countWaiters.append(SleeperCountWaiter(count: count, attemptDeadlines: attemptDeadlines,
+                                                             continuation: continuation))
                 return false
             }
             if ready { continuation.resume() }

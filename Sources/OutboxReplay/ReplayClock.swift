@@ -10,6 +10,18 @@ public protocol ReplayClock: Sendable {
     /// Returns once `nowMilliseconds` has reached `deadline` (at once if it already has).
     /// Throws `CancellationError` when the calling task is cancelled first.
     func sleep(until deadline: Int64) async throws
+
+    /// `sleep(until:)` for the deadline of an attempt in flight rather than a wait of the
+    /// replayer's own (a backoff, a parked loop): a test clock keeps the two apart, so a test
+    /// counting the replayer's waits does not count the deadline of each send.
+    func sleep(untilAttemptDeadline deadline: Int64) async throws
+}
+
+extension ReplayClock {
+    /// A clock that tells no sleeps apart sleeps as for any other.
+    public func sleep(untilAttemptDeadline deadline: Int64) async throws {
+        try await sleep(until: deadline)
+    }
 }
 
 /// The real clock: system wall time and `Task.sleep`.

@@ -1,8 +1,9 @@
 import OutboxModel
 import OutboxQueue
 
-/// The replay layer's transitions: starting an attempt, applying its outcome, failing behind a
-/// failed dependency. The replayer persists whatever these return.
+/// The replay layer's transitions: applying an attempt's outcome, failing behind a failed
+/// dependency (starting one is the queue's, beside expiry). The replayer persists whatever
+/// these return.
 extension ReplayTransition {
     /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
@@ -10,16 +11,6 @@ extension ReplayTransition {
     /// How long an attempt that could not leave Outbox (`AttemptOutcome.notSent`) waits before
     /// it is tried again: as long as the listener's longest pause when descriptors run out.
     public static let notSentDelaySeconds = 1.0
-
-    /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no
-    /// pending backoff. The attempt's number (`Outbox-Attempt`) is `retryCount + 1`.
-    public static func startAttempt(current: OperationState, now: Int64) -> OperationState {
-        var next = current
-        next.status = .inProgress
-        next.lastAttemptAt = now
-        next.nextAttemptAt = nil
-        return next
-    }
 
     /// The state after an attempt with `outcome` ended at `now` (ms since the epoch).
     ///
@@ -29,9 +20,9 @@ extension ReplayTransition {
     ///   `nextAttemptAt` = now + the delay before that retry, where `retryAfter` (seconds, from
     ///   the upstream's `Retry-After`) wins over the backoff; once retries are exhausted,
     ///   `failed` with `lastError` "<error> (retries exhausted)".
-    /// - notSent: back to `pending`, `retryCount` unchanged (nothing was sent, so no retry is
-    ///   spent and the next attempt carries the same number), `nextAttemptAt` = now +
-    ///   ``notSentDelaySeconds``.
+    /// - notSent: back to `pending`, `retryCount` unchanged and the attempt's number given back
+    ///   (`attempts` one lower: nothing was sent, so no retry is spent and the next attempt
+    ///   carries the same number), `nextAttemptAt` = now + ``notSentDelaySeconds``.
     public static func nextState(current: OperationState, outcome: AttemptOutcome, now: Int64,
                                  policy: RetryPolicy, retryAfter: Double?,
                                  random: inout some RandomNumberGenerator) -> OperationState {
@@ -63,6 +54,7 @@ extension ReplayTransition {
             next.nextAttemptAt = now + WallClock.milliseconds(delay)
         case .notSent(let error):
             next.status = .pending
+            next.attempts = max(0, current.attempts - 1)
             next.lastError = error
             next.nextAttemptAt = now + WallClock.milliseconds(notSentDelaySeconds)
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import OutboxAdmin
 import OutboxConfig
 import OutboxFaults
@@ -26,6 +27,8 @@ public final class OutboxService: Sendable {
     }
     private let probeClient = ClientSlot()
     private let maintenance = Mutex<Task<Void, Never>?>(nil)
+    /// Set by `start`; `stop` stops it before the loops it sends on.
+    private let replayer = Mutex<Replayer?>(nil)
     private let metrics = Metrics()
     /// The CA that signs intercepted hosts' certificates; nil when no host is intercepted.
     private let interceptionCA: InterceptionCA?
@@ -105,8 +108,10 @@ public final class OutboxService: Sendable {
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
                                 ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics,
-                                maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin, executor: client.loopExecutor,
+                                maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin,
+                                attemptTimeoutSeconds: config.replay.attemptTimeoutSeconds, executor: client.loopExecutor,
                                 workerExecutors: client.loopExecutors)
+        self.replayer.withLock { $0 = replayer }
         queue.attach(replayer)
         let queue = self.queue
         maintenance.withLock {
@@ -120,11 +125,31 @@ public final class OutboxService: Sendable {
         return addresses
     }
 
-    /// Stops accepting, finishes in-flight exchanges (bounded), flushes storage.
+    /// Stops accepting and starting replay attempts; lets the client exchanges and the replay
+    /// attempts in flight finish, side by side, within `timeout` (then cancels them); writes
+    /// their outcomes and closes storage. A clean stop therefore sends nothing twice.
     @discardableResult
     public func stop(timeout: Double) -> Bool {
         maintenance.withLock { $0?.cancel() }
-        let clean = server.shutdown(timeout: timeout)
+        // Started first, so that attempts stop starting while the clients drain; the loops
+        // they run on stop only once it returned.
+        let replayStopped = DispatchSemaphore(value: 0)
+        if let replayer = replayer.withLock({ $0 }) {
+            Task {
+                await replayer.stop(boundSeconds: timeout)
+                replayStopped.signal()
+            }
+        } else {
+            replayStopped.signal()
+        }
+        let deadline = DispatchTime.now() + timeout
+        let clean = server.shutdown(timeout: timeout, beforeStoppingLoops: {
+            // The replayer cancels what is still in flight at the bound; a cancelled call ends
+            // on its loop's next turn, so a short grace covers the hand-over.
+            if replayStopped.wait(timeout: deadline + 2) == .timedOut {
+                logger.warn("replay_stop_timeout", ["seconds": String(timeout)])
+            }
+        })
         queue.close()
         return clean
     }

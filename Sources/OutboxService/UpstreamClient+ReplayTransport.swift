@@ -12,8 +12,9 @@ extension UpstreamClient: ReplayTransport {
     }
 
     package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int,
+                      cancellation: CallCancellation,
                       whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
         await send(to: origin, head: head, body: body, maxResponseBytes: maxResponseBytes, purpose: .replay,
-                   whileInFlight: whileInFlight)
+                   cancellation: cancellation, whileInFlight: whileInFlight)
     }
 }

@@ -87,11 +87,19 @@ enum RecordCodec {
         // Bits 32 and 64 came later: records written before them keep every body they hold.
         if state.response?.omittedBodySize != nil { flags |= 32 }
         if state.conflict?.omittedBodySize != nil { flags |= 64 }
+        // Bit 128 (attempts) came later still, after every other light field: records written
+        // before it read back with the count they implied (see `impliedAttempts`), so the field
+        // is written only when it says something else; a `created` record (no attempt yet) is
+        // written exactly as before.
+        let attemptsWritten = state.attempts != impliedAttempts(state.status, retryCount: state.retryCount,
+                                                                attempted: state.lastAttemptAt != nil)
+        if attemptsWritten { flags |= 128 }
         writer.u8(flags)
         writer.i64(Int64(state.retryCount))
         if let lastAttemptAt = state.lastAttemptAt { writer.i64(lastAttemptAt) }
         if let nextAttemptAt = state.nextAttemptAt { writer.i64(nextAttemptAt) }
         if let lastError = state.lastError { writer.string(lastError) }
+        if attemptsWritten { writer.u32(UInt32(clamping: state.attempts)) }
     }
 
     private static func writeHeavyState<Sink: ByteSink>(_ state: OperationState, into writer: inout Sink) {
@@ -318,12 +326,25 @@ enum RecordCodec {
         if flags & 1 != 0 { state.lastAttemptAt = try reader.i64() }
         if flags & 2 != 0 { state.nextAttemptAt = try reader.i64() }
         if flags & 4 != 0 { state.lastError = try reader.blobBytes() }
+        state.attempts = flags & 128 != 0
+            ? Int(try reader.u32()) : impliedAttempts(state.status, retryCount: state.retryCount, attempted: state.lastAttemptAt != nil)
         // The heavy part is read later (or never, in recovery); remember what it holds.
         state.hasResponse = flags & 8 != 0
         state.hasConflict = flags & 16 != 0
         state.responseBodyOmitted = flags & 32 != 0
         state.conflictBodyOmitted = flags & 64 != 0
         return state
+    }
+
+    /// The attempts a state without the `attempts` field means (every state written before the
+    /// field existed): each attempt was numbered `retryCount + 1`, so a pending operation had
+    /// made `retryCount` of them, one in progress (or finished after an attempt) one more.
+    private static func impliedAttempts(_ status: OperationStatus, retryCount: Int, attempted: Bool) -> Int {
+        switch status {
+        case .pending: retryCount
+        case .inProgress: retryCount + 1
+        case .completed, .failed, .conflict: retryCount + (attempted ? 1 : 0)
+        }
     }
 
     private static func decodeHeavyState(_ reader: inout ByteReader, _ light: RecoveryRecord.LightState,

@@ -42,6 +42,8 @@ public struct RecoveryRecord {
     public let lastAttemptAt: Int64?
     public let nextAttemptAt: Int64?
     public let lastError: UnsafeRawBufferPointer?
+    /// Attempts that may have started (`OperationState.attempts`).
+    public let attempts: Int
     /// A stored response (or conflict response) follows in the record, not decoded here.
     public let hasResponse: Bool
     public let hasConflict: Bool
@@ -71,6 +73,7 @@ public struct RecoveryRecord {
         lastAttemptAt = state.lastAttemptAt
         nextAttemptAt = state.nextAttemptAt
         lastError = state.lastError
+        attempts = state.attempts
         hasResponse = state.hasResponse
         hasConflict = state.hasConflict
     }
@@ -82,6 +85,7 @@ public struct RecoveryRecord {
         var lastAttemptAt: Int64?
         var nextAttemptAt: Int64?
         var lastError: UnsafeRawBufferPointer?
+        var attempts = 0
         var hasResponse = false
         var hasConflict = false
         /// The stored response's (conflict's) body was too large to keep: its size stands in its place.
@@ -92,7 +96,8 @@ public struct RecoveryRecord {
         /// says one follows.
         var state: OperationState {
             var state = OperationState(status: status, retryCount: retryCount, lastAttemptAt: lastAttemptAt,
-                                       nextAttemptAt: nextAttemptAt, lastError: lastError.map { String(decoding: $0, as: UTF8.self) })
+                                       nextAttemptAt: nextAttemptAt, lastError: lastError.map { String(decoding: $0, as: UTF8.self) },
+                                       attempts: attempts)
             if hasResponse { state.response = StoredResponse(status: 0, headers: .init(), body: []) }
             if hasConflict { state.conflict = StoredResponse(status: 0, headers: .init(), body: []) }
             return state
@@ -103,7 +108,8 @@ public struct RecoveryRecord {
     /// empty placeholders saying which there are).
     public func state(withBodies: Bool = false) -> OperationState {
         LightState(status: status, retryCount: retryCount, lastAttemptAt: lastAttemptAt, nextAttemptAt: nextAttemptAt,
-                   lastError: lastError, hasResponse: withBodies && hasResponse, hasConflict: withBodies && hasConflict).state
+                   lastError: lastError, attempts: attempts, hasResponse: withBodies && hasResponse,
+                   hasConflict: withBodies && hasConflict).state
     }
 
     /// The created operation as a snapshot; without `requestFields`, method, target and

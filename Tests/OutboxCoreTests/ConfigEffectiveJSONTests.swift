@@ -25,7 +25,8 @@ struct ConfigEffectiveJSONTests {
                 "unavailableStatuses": [502, 503, 504]
               },
               "replay": {
-                "maxConcurrentPerOrigin": 8
+                "maxConcurrentPerOrigin": 8,
+                "attemptTimeoutSeconds": 60
               },
               "retry": {
                 "preset": "default",
@@ -92,6 +93,7 @@ struct ConfigEffectiveJSONTests {
         config.queue.completedRetentionSeconds = 0
         config.queue.unavailableStatuses = [503]
         config.replay.maxConcurrentPerOrigin = 3
+        config.replay.attemptTimeoutSeconds = 0.5
         config.retry = OutboxConfig.Retry(preset: .linear)
         config.retry.jitter = true
         config.retry.multiplier = 1.5

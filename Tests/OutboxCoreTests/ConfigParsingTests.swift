@@ -122,6 +122,8 @@ struct ConfigParsingTests {
         (#"{"queue": {"methods": [""]}}"#, #"queue.methods[0]: expected method token, got """#),
         (#"{"queue": {"maxBodyBytes": 0}}"#, "queue.maxBodyBytes: expected integer >= 1, got 0"),
         (#"{"replay": {"maxConcurrentPerOrigin": 0}}"#, "replay.maxConcurrentPerOrigin: expected integer >= 1, got 0"),
+        (#"{"replay": {"attemptTimeoutSeconds": 0}}"#, "replay.attemptTimeoutSeconds: expected seconds > 0, got 0"),
+        (#"{"replay": {"attemptTimeoutSeconds": -1}}"#, "replay.attemptTimeoutSeconds: expected seconds between 0 and 1000000000, got -1"),
         (#"{"queue": {"maxOperations": -1}}"#, "queue.maxOperations: expected integer >= 1, got -1"),
         (#"{"queue": {"ttlSeconds": -1}}"#, "queue.ttlSeconds: expected seconds between 0 and 1000000000, got -1"),
         (#"{"queue": {"completedRetentionSeconds": 1e10}}"#, "queue.completedRetentionSeconds: expected seconds between 0 and 1000000000, got 10000000000"),

@@ -125,7 +125,7 @@ struct QueueEnqueueTests {
         }
         #expect(queue.counts[.pending] == 1)
         // The lane neither skips nor drops it: it keeps trying, seconds apart, not every 50 ms.
-        guard case .wait(until: let retryAt) = queue.nextWork(for: first.origin, now: 5_000) else {
+        guard case .wait(until: let retryAt) = queue.takeWork(for: first.origin, now: 5_000) else {
             Issue.record("the lane went past an operation it could not read")
             return
         }

@@ -14,14 +14,13 @@ struct QueueReadAheadTests {
         return state
     }
 
-    /// Asks for the origin's next work and marks it in progress, as the replayer does.
+    /// Takes the origin's next work (in progress from then on), as the replayer does.
     static func take(from queue: OutboxQueue) throws -> (UUID, OperationRequest) {
-        guard case .attempt(let id, let request, _) = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+        guard case .attempt(let attempt) = queue.takeWork(for: StorageSamples.origin, now: 0) else {
             Issue.record("no attempt offered")
             throw CancellationError()
         }
-        queue.recordSoon(id, state(.inProgress))
-        return (id, request)
+        return (attempt.id, attempt.request)
     }
 
     @Test func aHigherPriorityWriteArrivingAfterTheReadAheadStillGoesFirst_AndEachRequestIsTheStoredOne() async throws {
@@ -53,7 +52,7 @@ struct QueueReadAheadTests {
         #expect(last == second.id)
         #expect(lastRequest == second, "the request read ahead differs from the stored one")
         queue.recordSoon(last, Self.state(.completed))
-        guard case .idle = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+        guard case .idle = queue.takeWork(for: StorageSamples.origin, now: 0) else {
             Issue.record("work left after the three operations")
             return
         }
@@ -78,11 +77,11 @@ struct QueueReadAheadTests {
 }
 
 /// An attempt's `inProgress` state is the queue's at once (the lane is busy, the admin API shows
-/// it) but never reaches the log: a restart finds the operation as it was before the attempt,
-/// pending, and sends it again.
+/// it); the log gets it only as the attempt's mark: a restart finds the operation pending, sends
+/// it again, and numbers that attempt past the one it may have made.
 @Suite("Queue: an attempt in flight")
 struct QueueInFlightTests {
-    @Test func theLaneIsBusyAndTheStatusShown_ButARestartFindsItPending() async throws {
+    @Test func theLaneIsBusyAndTheStatusShown_ButARestartFindsItPendingAndCountsTheAttempt() async throws {
         let directory = try StorageTestDirectory()
         let lines = StorageLogLines()
         let queue = try QueueEnqueueTests.open(directory, lines: lines)
@@ -91,18 +90,17 @@ struct QueueInFlightTests {
         let second = StorageSamples.request(2)
         _ = try await QueueEnqueueTests.enqueue(first, into: queue).get()
         _ = try await QueueEnqueueTests.enqueue(second, into: queue).get()
-        guard case .attempt(let id, _, let state) = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+        guard case .attempt(let attempt) = queue.takeWork(for: StorageSamples.origin, now: 5) else {
             Issue.record("no attempt offered")
             return
         }
-        var inProgress = state
-        inProgress.status = .inProgress
-        inProgress.lastAttemptAt = 5
-        queue.markInFlight(id, inProgress, replaying: StorageSamples.origin)
+        let id = attempt.id
+        #expect(attempt.number == 1)
+        #expect(await attempt.mark?.written() ?? true, "the attempt's mark is written before it may be sent")
 
         #expect(queue.counts[.inProgress] == 1)
         #expect(queue.detail(id)?.0.state.status == .inProgress)
-        guard case .idle = queue.nextWork(for: StorageSamples.origin, now: 0) else {
+        guard case .idle = queue.takeWork(for: StorageSamples.origin, now: 0) else {
             Issue.record("the lane offered a second operation while one is in flight")
             return
         }
@@ -116,5 +114,11 @@ struct QueueInFlightTests {
         #expect(reopened.counts[.pending] == 1, "the in-flight operation is not pending after a restart")
         #expect(reopened.counts[.inProgress] == 0)
         #expect(reopened.counts[.failed] == 1)
+        guard case .attempt(let again) = reopened.takeWork(for: StorageSamples.origin, now: 10) else {
+            Issue.record("the operation in flight at the crash is not offered again")
+            return
+        }
+        #expect(again.id == id)
+        #expect(again.number == 2, "a resend after a crash carries a higher attempt number")
     }
 }

@@ -78,7 +78,7 @@ struct QueueReplayStepTests {
         // Each enqueue kicks its own origin.
         var enqueueKicks: Set<Origin> = []
         while enqueueKicks.count < 2, let origin = await kicks.next() { enqueueKicks.insert(origin) }
-        #expect(queue.nextWork(for: other, now: .max).isIdle, "the dependent waits for its dependency")
+        #expect(queue.takeWork(for: other, now: .max).isIdle, "the dependent waits for its dependency")
         #expect(!queue.hasWork(for: other, now: .max))
         #expect(queue.hasWork(for: replayed.origin, now: .max))
 

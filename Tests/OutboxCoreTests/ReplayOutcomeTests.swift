@@ -40,13 +40,21 @@ struct ReplayOutcomeTests {
         #expect(AttemptOutcome(transportFailure: "connect failed: refused") == .retry(error: "connect failed: refused"))
     }
 
-    @Test("an attempt Outbox had no socket for is not sent; every other failure is a transport failure, retried")
+    @Test("an attempt Outbox had no socket for is not sent; the other failures before a response (connect, timeout) are transport failures, retried")
     func localShortageIsNotSent() {
         #expect(AttemptOutcome(failure: .localResourcesExhausted("socket: Too many open files"))
             == .notSent(error: "local resources exhausted: socket: Too many open files"))
         #expect(AttemptOutcome(failure: .connectFailed("connect: Connection refused"))
             == .retry(error: "connect failed: connect: Connection refused"))
         #expect(AttemptOutcome(failure: .responseTimeout) == .retry(error: "response timeout"))
+    }
+
+    @Test("an attempt to a target Outbox refuses (its own listener, an internal address) fails at once: no retry reaches it")
+    func refusedTargetFails() {
+        #expect(AttemptOutcome(failure: .targetRefused(.ownListener(address: "127.0.0.1:8080")))
+            == .failed(error: "refused: the target resolves to 127.0.0.1:8080, Outbox's own listener"))
+        #expect(AttemptOutcome(failure: .targetRefused(.internalAddress(address: "169.254.169.254")))
+            == .failed(error: "refused: the target resolves to the internal address 169.254.169.254"))
     }
 
     @Test("an attempt not sent spends no retry, even the last one, and is tried again a second later")
@@ -62,7 +70,8 @@ struct ReplayOutcomeTests {
         let next = ReplayTransition.nextState(current: inProgress, outcome: .notSent(error: "local resources exhausted: x"),
                                               now: now, policy: policy, retryAfter: 30, random: &random)
         #expect(next.status == .pending)
-        #expect(next.retryCount == 1, "the next attempt carries the same Outbox-Attempt number")
+        #expect(next.retryCount == 1, "no retry is spent")
+        #expect(next.attempts == state.attempts, "the next attempt carries the same Outbox-Attempt number")
         #expect(next.nextAttemptAt == now + 1000, "neither the backoff nor a Retry-After applies")
         #expect(next.lastError == "local resources exhausted: x")
     }
@@ -163,10 +172,10 @@ struct ReplayOutcomeTests {
         #expect(attempts == 1)
     }
 
-    @Test("starting an attempt marks it in progress at now and clears the backoff")
+    @Test("starting an attempt marks it in progress at now, clears the backoff and counts it")
     func startAttempt() {
         let state = ReplayTransition.startAttempt(current: OperationState(retryCount: 2, nextAttemptAt: 50), now: 60)
-        #expect(state == OperationState(status: .inProgress, retryCount: 2, lastAttemptAt: 60, nextAttemptAt: nil))
+        #expect(state == OperationState(status: .inProgress, retryCount: 2, lastAttemptAt: 60, nextAttemptAt: nil, attempts: 1))
     }
 
     @Test("operations older than the TTL that are not finished expire", arguments: [

@@ -25,12 +25,14 @@ struct ReplayerLaneTests {
 
         static func lane(_ request: OperationRequest) -> UInt8 { request.body.first ?? 0 }
 
-        func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
+        func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
             operations.withLock { list in
                 let busy = Set(list.filter { $0.state.status == .inProgress }.map { Self.lane($0.request) })
-                guard let next = list.first(where: { $0.state.status == .pending && !busy.contains(Self.lane($0.request)) })
+                guard let index = list.firstIndex(where: { $0.state.status == .pending && !busy.contains(Self.lane($0.request)) })
                 else { return .idle }
-                return .attempt(next.request.id, next.request, next.state)
+                let attempt = ReplayAttempt(taking: list[index].request, in: list[index].state, now: now)
+                list[index].state = attempt.inProgress
+                return .attempt(attempt)
             }
         }
 

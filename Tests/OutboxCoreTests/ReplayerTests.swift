@@ -34,13 +34,18 @@ struct ReplayerTests {
             self.holdsWrites = holdsWrites
         }
 
-        func nextWork(for origin: Origin, now: Int64) -> ReplayWork {
-            operations.withLock { list in
-                guard let next = list.first(where: { !$0.state.status.isFinished }) else { return .idle }
+        func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
+            let attempt = operations.withLock { list -> ReplayWork in
+                guard let index = list.firstIndex(where: { !$0.state.status.isFinished }) else { return .idle }
+                let next = list[index]
                 if next.state.status == .inProgress { return .idle }
                 if let due = next.state.nextAttemptAt, due > now { return .wait(until: due) }
-                return .attempt(next.request.id, next.request, next.state)
+                let attempt = ReplayAttempt(taking: next.request, in: next.state, now: now)
+                list[index].state = attempt.inProgress
+                return .attempt(attempt)
             }
+            waiters.changed()
+            return attempt
         }
 
         func record(_ id: UUID, _ state: OperationState) async { recordSoon(id, state, written: {}) }

@@ -27,7 +27,7 @@ struct ReplayerWakeTests {
             self.gated = gated
         }
 
-        func nextWork(for origin: Origin, now: Int64) -> ReplayWork { lanes.nextWork(for: origin, now: now) }
+        func takeWork(for origin: Origin, now: Int64) -> ReplayWork { lanes.takeWork(for: origin, now: now) }
         func record(_ id: UUID, _ state: OperationState) async { recordSoon(id, state, written: {}) }
 
         func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {

@@ -27,11 +27,16 @@ enum StorageFixtureSamples {
         return [first, request(b, index: 1, bodySize: 5), request(c, index: 2, bodySize: 40), request(d, index: 3, bodySize: 300)]
     }
 
+    // Each state's `attempts` is the count its retry count implies (`retryCount + 1` after an
+    // attempt), which is what a state the old code wrote (without the field) reads back as, and
+    // so what the encoder writes without the field: the bytes stay the old code's.
     static let completed = OperationState(
         status: .completed, retryCount: 2, lastAttemptAt: 1_700_000_001_000, nextAttemptAt: nil, lastError: "HTTP 503",
-        response: StoredResponse(status: 201, headers: [("Content-Type", "text/plain"), ("Set-Cookie", "a=1")], body: Array("created".utf8)))
+        response: StoredResponse(status: 201, headers: [("Content-Type", "text/plain"), ("Set-Cookie", "a=1")], body: Array("created".utf8)),
+        attempts: 3)
     static let failed = OperationState(
-        status: .failed, retryCount: 5, lastAttemptAt: 1_700_000_002_000, nextAttemptAt: 1_700_000_003_000, lastError: "HTTP 500")
+        status: .failed, retryCount: 5, lastAttemptAt: 1_700_000_002_000, nextAttemptAt: 1_700_000_003_000, lastError: "HTTP 500",
+        attempts: 6)
 
     /// In log order.
     static var records: [LogRecord] {

@@ -57,7 +57,8 @@ struct ForwardingTargetTests {
     }
 
     /// A write stored before its name was resolved (the client asked for it to be queued at
-    /// once) is refused when it is replayed: the replay reaches nothing either.
+    /// once) is refused when it is replayed: the replay reaches nothing either, and the
+    /// operation fails at its first attempt (a refusal is permanent: no retry is spent on it).
     @Test func aStoredWriteToTheProxyItselfIsRefusedWhenReplayed() async throws {
         let upstream = try TestUpstream()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
@@ -72,6 +73,8 @@ struct ForwardingTargetTests {
             let id = try #require(response.headers["Outbox-Operation-Id"], "\(response)")
             let failed = try await outbox.waitForOperation(id, toBe: ["failed"])
             #expect(failed.string("lastError")?.contains("Outbox's own listener") == true, "\(failed)")
+            #expect(failed.int("retryCount") == 0 && failed.string("lastError")?.contains("retries exhausted") == false,
+                    "a refused target was retried: \(failed)")
         } else {
             Self.expectForwardingLoop(response, from: outbox)
         }

@@ -45,14 +45,18 @@ struct QueueRestartBackoffTests {
         let shown = try #require(after.string("nextAttemptAt").flatMap(Self.date), "\(after)")
         #expect(shown >= restartedAt.addingTimeInterval(-1), "nextAttemptAt \(shown) is before the restart at \(restartedAt)")
 
-        // A critical write overtakes the waiting one: once it is delivered, the lane has had
-        // its chance to send the backing-off write too, and must not have.
+        // A critical write does not overtake it either (SPEC §4: an attempted operation stays
+        // its lane's head until it ends). A write in another lane is delivered meanwhile: once
+        // it is, the origin's replay has had its chance to send the lane's two and must not have.
         let urgent = try second.enqueue(body: "urgent", headers: [HeaderField("Outbox-Priority", "critical")])
-        let delivered = try await second.waitForOperation(urgent.id, toBe: ["completed", "failed", "conflict"])
+        let aside = try second.enqueue(body: "aside", headers: [HeaderField("Outbox-Ordering-Key", "aside"),
+                                                               HeaderField("Outbox-Mode", "queue")])
+        let delivered = try await second.waitForOperation(aside.id, toBe: ["completed", "failed", "conflict"])
         #expect(delivered.string("status") == "completed", "\(delivered)")
         let waiting = try second.operation(queued.id)
         #expect(waiting.string("status") == "pending" && waiting.int("retryCount") == 1, "\(waiting)")
-        #expect(upstream.requests.map(\.bodyText) == ["backing-off", "urgent"],
+        #expect(try second.operation(urgent.id).string("status") == "pending")
+        #expect(upstream.requests.map(\.bodyText) == ["backing-off", "aside"],
                 "upstream got \(upstream.requests.map { "\($0.bodyText) #\($0.attempt ?? 0)" })\n\(second)")
     }
 

@@ -35,8 +35,11 @@ public final class UpstreamClient: Sendable {
 
     /// `send`, running `whileInFlight` once the request has left: from a loop, the request is
     /// written at once rather than at the end of the loop's turn, so that `whileInFlight`
-    /// overlaps the upstream's work instead of delaying its start.
+    /// overlaps the upstream's work instead of delaying its start. Once `cancellation` is
+    /// cancelled the call ends at once (on its loop): its connection is closed, never pooled,
+    /// and the result is a failure; one cancelled before it started sends nothing.
     package func send(to origin: Origin, head: HTTPRequestHead, body: [UInt8], maxResponseBytes: Int, purpose: Purpose,
+                      cancellation: CallCancellation? = nil,
                       whileInFlight: @Sendable () -> Void) async -> Result<CollectedResponse, UpstreamError> {
         guard !loops.isEmpty else { return .failure(.connectFailed("no event loop")) }
         // On a loop already (a task preferring `loopExecutor`): start there, now.
@@ -45,6 +48,15 @@ public final class UpstreamClient: Sendable {
         return await withCheckedContinuation { continuation in
             let begin: @Sendable () -> Void = {
                 let collector = ResponseCollector(limit: maxResponseBytes, continuation: continuation)
+                if let cancellation {
+                    // Handed to the loop: the canceller may be any thread (an admin delete, under
+                    // the queue's lock), the call lives on this loop.
+                    let bound = LoopBound(value: collector, loop: state.loop)
+                    guard cancellation.onCancel({ bound.loop.execute { bound.value.cancel() } }) else {
+                        collector.cancel()
+                        return
+                    }
+                }
                 collector.start(origin: origin, head: head, body: body, proxyLoop: state.value, purpose: purpose)
             }
             if current != nil {
@@ -70,6 +82,7 @@ private final class ResponseCollector: UpstreamResponseHandler {
     private var call: UpstreamCall?
     private var begin: (() -> Void)?
     private var retried = false
+    private var cancelled = false
 
     init(limit: Int, continuation: CheckedContinuation<Result<CollectedResponse, UpstreamError>, Never>) {
         self.limit = limit
@@ -99,12 +112,23 @@ private final class ResponseCollector: UpstreamResponseHandler {
             begin()
         } else {
             proxyLoop.pool.prepare(origin) { [self] result in
+                // Cancelled while the name was looked up: answered already, nothing to send.
+                guard !cancelled else { return }
                 switch result {
                 case .success: begin()
                 case .failure(let error): resume(.failure(error))
                 }
             }
         }
+    }
+
+    /// Ends the call now: the exchange is abandoned (its connection closed, not returned to the
+    /// pool) and the caller hears a failure. Nothing once it has answered.
+    func cancel() {
+        guard continuation != nil else { return }
+        cancelled = true
+        call?.cancel()
+        resume(.failure(head == nil ? .noResponse("cancelled", retryable: false) : .truncated("cancelled")))
     }
 
     private func resume(_ result: Result<CollectedResponse, UpstreamError>) {

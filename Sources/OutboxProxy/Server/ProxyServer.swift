@@ -159,8 +159,10 @@ public final class ProxyServer: @unchecked Sendable {
     /// Stops accepting, waits up to `timeout` seconds for in-flight exchanges, then closes
     /// every connection and stops the loops. Blocks the calling thread (not a loop thread).
     /// Returns false when the grace period ran out with exchanges still open.
+    /// `beforeStoppingLoops` runs once the clients are done, while the loops still run: work
+    /// that needs them to end (replay attempts in flight) waits there.
     @discardableResult
-    public func shutdown(timeout: Double) -> Bool {
+    public func shutdown(timeout: Double, beforeStoppingLoops: () -> Void = {}) -> Bool {
         guard let first = loops.first else { return true }
         let logger = self.logger
         first.execute { [self] in
@@ -180,6 +182,7 @@ public final class ProxyServer: @unchecked Sendable {
             }
             _ = done.wait(timeout: .now() + 2)
         }
+        beforeStoppingLoops()
         for loop in loops { loop.stop() }
         for loop in loops { loop.join() }
         return clean

@@ -57,6 +57,18 @@ final class TestUpstream: Sendable {
         )
     }
 
+    /// Waits until the peer closed the connection of request `index` while its answer was held
+    /// or trickling (see `UpstreamAction.holdUntilPeerCloses`).
+    func waitForPeerClose(ofRequest index: Int, timeout: Duration = .seconds(10)) async throws {
+        _ = try await journal.state.wait(
+            timeout: timeout,
+            describeTimeout: { log in
+                "the connection of request \(index) was not closed by the peer within \(timeout); closed: \(log.closedByPeer), "
+                    + "requests: \(log.requests.map { "\($0.method) \($0.target)" })"
+            },
+            until: { log in log.closedByPeer.contains(index) ? true : nil })
+    }
+
     /// Closes the listener and every connection: the proxy's next connect is refused.
     func stop() {
         acceptor.stop()
@@ -72,6 +84,9 @@ final class TestUpstream: Sendable {
         struct Log: Sendable {
             var requests: [RecordedRequest] = []
             var problems: [String] = []
+            /// Indexes of the requests whose connection the peer closed while a `trickle`,
+            /// `endless` or `holdUntilPeerCloses` answer was under way.
+            var closedByPeer: [Int] = []
         }
 
         let state = WaitableState(Log())

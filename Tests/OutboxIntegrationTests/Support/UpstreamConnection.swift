@@ -89,7 +89,63 @@ struct UpstreamConnection {
         case .sendHeadThenClose(let response):
             try write(response, for: request, headOnly: true)
             return false
+        case .trickle(let response, let interval):
+            try write(response, for: request, headOnly: true)
+            guard case .bytes(let bytes) = response.body else { throw HarnessError("a trickle sends bytes") }
+            for byte in bytes {
+                if peerCloses(within: interval) || !connection.isRunning() {
+                    noteClosedByPeer(request)
+                    return false
+                }
+                do { try send([byte]) } catch {
+                    noteClosedByPeer(request)
+                    return false
+                }
+            }
+            return keepsAlive(request: request, response: response)
+        case .endless(var response):
+            response.framing = .chunked()
+            try write(response, for: request, headOnly: true)
+            let chunk = Array("4000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "e"), count: 0x4000) + [13, 10]
+            let deadline = Deadline(after: .seconds(60))
+            while connection.isRunning(), !deadline.hasPassed {
+                do {
+                    try chunk.withUnsafeBytes { try Socket.sendAll(connection.fd, $0, deadline: Deadline(after: .milliseconds(200))) }
+                } catch SocketError.timedOut {
+                    // The peer reads slower than we write: look whether it is still there.
+                } catch {
+                    break
+                }
+                // A short pause between chunks keeps the CPU for the others, and looks for a close.
+                if peerCloses(within: .milliseconds(2)) { break }
+            }
+            if connection.isRunning() && !deadline.hasPassed { noteClosedByPeer(request) }
+            return false
+        case .holdUntilPeerCloses:
+            let deadline = Deadline(after: .seconds(60))
+            while connection.isRunning(), !deadline.hasPassed {
+                if peerCloses(within: .milliseconds(50)) {
+                    noteClosedByPeer(request)
+                    break
+                }
+            }
+            return false
         }
+    }
+
+    /// Whether the peer closes (or resets) the connection within `duration`; bytes from it
+    /// count as "not closed" and stay unread.
+    private func peerCloses(within duration: Duration) -> Bool {
+        var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
+        let ready = Glibc.poll(&descriptor, 1, Deadline(after: duration).pollMilliseconds)
+        guard ready > 0 else { return false }
+        var byte: UInt8 = 0
+        let peeked = recv(connection.fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+        return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EINTR)
+    }
+
+    private func noteClosedByPeer(_ request: RecordedRequest) {
+        journal.state.update { $0.closedByPeer.append(request.index) }
     }
 
     private func keepsAlive(request: RecordedRequest, response: UpstreamResponse) -> Bool {

@@ -78,4 +78,14 @@ indirect enum UpstreamAction: Sendable {
     case sendRawThenClose([UInt8])
     /// Writes the response head only, then closes: the body never comes.
     case sendHeadThenClose(UpstreamResponse)
+    /// Writes the response head (the body's `Content-Length`), then the body one byte every
+    /// `every`, until it is all sent, the peer closes (noted in `closedByPeer`) or the upstream
+    /// stops.
+    case trickle(UpstreamResponse, every: Duration)
+    /// Writes a chunked response head, then chunks without end, as fast as the peer reads them,
+    /// until the peer closes (noted in `closedByPeer`), a minute passes or the upstream stops.
+    case endless(UpstreamResponse)
+    /// Answers nothing and waits (at most a minute, or until the upstream stops) for the peer
+    /// to close the connection, which `closedByPeer` notes: what a cancelled exchange looks like.
+    case holdUntilPeerCloses
 }
