@@ -6,6 +6,9 @@ import OutboxModel
 public enum AdminCommand: Sendable, Equatable {
     /// `outbox status`: `GET /admin/status`.
     case status
+    /// `outbox health`: `GET /admin/status` with short, fixed timeouts, for a container's or a
+    /// supervisor's health check; one line out, exit 0 only on a `200`.
+    case health
     /// `outbox ops [filters]`: `GET /admin/operations?…`.
     case operations(OperationsFilter)
     /// `outbox op ID`: `GET /admin/operations/{id}`.

@@ -7,7 +7,7 @@ import OutboxModel
 /// error instead of a silently ignored filter.
 enum AdminCommandLineParser {
     /// The first word of each admin command.
-    static let commandWords: Set<String> = ["status", "ops", "op", "drain", "offline", "online", "retry", "fault"]
+    static let commandWords: Set<String> = ["status", "health", "ops", "op", "drain", "offline", "online", "retry", "fault"]
 
     /// Flags every admin command takes.
     private static let commonFlags: Set<String> = ["--admin", "--config", "--json"]
@@ -68,6 +68,7 @@ enum AdminCommandLineParser {
         let parsed: AdminCommand
         switch command {
         case "status": parsed = .status
+        case "health": parsed = .health
         case "ops": parsed = .operations(try flags.operationsFilter())
         case "op": parsed = .operation(id: try operand(operands, of: command))
         case "retry": parsed = .retry(id: try operand(operands, of: command))

@@ -6,8 +6,8 @@ extension CommandLineParser {
                  [--data-dir DIR] [--log-level debug|info|warn|error]
           outbox check-config [--config FILE] [flags as for serve]
           outbox ca [--force] [--config FILE] [--data-dir DIR]
-          outbox status | ops [FILTERS] | op ID | drain [--timeout S] | offline | online
-                 | retry ID | fault add|list|clear   [--admin URL] [--config FILE] [--json]
+          outbox status | health | ops [FILTERS] | op ID | drain [--timeout S] | offline
+                 | online | retry ID | fault add|list|clear   [--admin URL] [--config FILE] [--json]
           outbox --help | --version
 
         Outbox is a local HTTP/1.1 proxy. When the upstream answers it forwards; when it does
@@ -28,6 +28,9 @@ extension CommandLineParser {
         Admin commands (ask a running Outbox's admin API, print a summary; --json prints the
         API's JSON instead):
           status         Connectivity, counts by status, origins
+          health         For health checks (the Docker image's HEALTHCHECK): exit 0 with one
+                         line when the admin API answers GET /status with 200 within 5 s,
+                         else exit 1 with one line saying why
           ops            Operations in queue order; filters --status S --tag T --origin O
                          --ordering-key K --limit N (1-1000) --after ID
           op ID          One operation with its headers, body and stored response

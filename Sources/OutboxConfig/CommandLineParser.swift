@@ -48,7 +48,7 @@ public enum CommandLineParser {
                     command = argument
                 } else {
                     record("unknown command \(quoted(argument)); commands are serve, check-config, ca, "
-                           + "status, ops, op, drain, offline, online, retry and fault")
+                           + "status, health, ops, op, drain, offline, online, retry and fault")
                 }
                 continue
             }

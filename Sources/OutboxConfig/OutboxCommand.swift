@@ -7,7 +7,7 @@ public enum OutboxCommand: Sendable, Equatable {
     /// Print the interception CA certificate (PEM) to stdout, creating it first when needed
     /// (`outbox ca …`); with `force` (`--force`), replace it with a new one.
     case ca(CommandLineOptions, force: Bool)
-    /// Ask a running Outbox's admin API (`outbox status`, `ops`, `op`, `drain`, `offline`,
+    /// Ask a running Outbox's admin API (`outbox status`, `health`, `ops`, `op`, `drain`, `offline`,
     /// `online`, `retry`, `fault add|list|clear`) and print the answer.
     case admin(AdminInvocation)
     /// Print `CommandLineParser.helpText` to stdout, exit 0.

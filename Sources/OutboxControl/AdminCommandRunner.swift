@@ -55,6 +55,8 @@ package struct AdminCommandRunner: Sendable {
             case .status:
                 let document = try ask("GET", "/status")
                 return .done(json ? Self.pretty(document) : AdminRendering.status(document))
+            case .health:
+                return health()
             case .operations(let filter):
                 let document = try ask("GET", "/operations" + Self.query(filter))
                 return .done(json ? Self.pretty(document) : AdminRendering.operations(document))
@@ -84,6 +86,34 @@ package struct AdminCommandRunner: Sendable {
         } catch {
             return .failed(error.line)
         }
+    }
+
+    /// The connect and answer timeouts of `outbox health`. The client's answer deadline counts
+    /// from the connect and adds both, so the command gives up after 1 + (1 + 3) = 5 s: inside
+    /// the image's `HEALTHCHECK --timeout=10s` even on a loaded machine, where `status` (5 s to
+    /// connect, 30 s to answer) would be killed by Docker instead of saying why.
+    static let healthTimeouts = (connect: 1.0, answer: 3.0)
+
+    /// `GET /status` on the listener the config names: healthy means this Outbox parsed a
+    /// request and its admin API answered `200`, which a bare TCP connect (a full accept
+    /// backlog still connects) does not show. One line either way, for `docker inspect`.
+    private func health() -> AdminCommandResult {
+        var probe = client
+        probe.connectTimeoutSeconds = Self.healthTimeouts.connect
+        let url = client.target.url("/status")
+        let reply: AdminReply
+        do {
+            reply = try probe.send("GET", "/status", responseTimeoutSeconds: Self.healthTimeouts.answer)
+        } catch {
+            return .failed("unhealthy: \(url): \(error.reason)")
+        }
+        let document: JSON
+        do {
+            document = try Self.document(reply, method: "GET", url: url, accepting: [200])
+        } catch {
+            return .failed("unhealthy: \(error.line)")
+        }
+        return .done(json ? Self.pretty(document) : AdminRendering.health(document, baseURL: client.target.baseURL))
     }
 
     /// Waits on the API's drain, then lists what was lost: a CI job's last line should say

@@ -29,6 +29,15 @@ enum AdminRendering {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// `outbox health`'s one line: `healthy: http://127.0.0.1:8080 answered (version 0.1.0, up 3 s, 0 pending)`.
+    static func health(_ status: JSON, baseURL: String) -> String {
+        var facts: [String] = []
+        if let version = status["version"]?.stringValue { facts.append("version \(version)") }
+        if let uptime = status["uptimeSeconds"]?.doubleValue { facts.append("up \(seconds(uptime))") }
+        if let pending = status["counts"]?["pending"]?.intValue { facts.append("\(pending) pending") }
+        return "healthy: \(baseURL) answered" + (facts.isEmpty ? "" : " (\(facts.joined(separator: ", ")))") + "\n"
+    }
+
     /// `pending 3, inProgress 0, …` from an object holding the five counts.
     static func counts(_ document: JSON) -> String {
         OperationStatus.allCases.map { "\($0.rawValue) \(document[$0.rawValue]?.intValue ?? 0)" }.joined(separator: ", ")
@@ -128,7 +137,7 @@ enum AdminRendering {
         }
     }
 
-    private static func seconds(_ value: Double) -> String {
+    static func seconds(_ value: Double) -> String {
         JSON.numberText((value * 10).rounded() / 10) + " s"
     }
 

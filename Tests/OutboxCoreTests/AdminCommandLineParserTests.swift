@@ -11,6 +11,8 @@ struct AdminCommandLineParserTests {
         (["status", "--json", "--admin", "http://127.0.0.1:9"], AdminInvocation(command: .status, adminURL: "http://127.0.0.1:9", json: true)),
         (["--admin=http://h:1", "--config", "c.json", "status"],
          AdminInvocation(command: .status, adminURL: "http://h:1", configPath: "c.json")),
+        (["health"], AdminInvocation(command: .health)),
+        (["health", "--config", "/etc/outbox/config.json"], AdminInvocation(command: .health, configPath: "/etc/outbox/config.json")),
         (["ops"], AdminInvocation(command: .operations(Filter()))),
         (["ops", "--status", "failed", "--tag", "a b", "--origin=http://o:1", "--ordering-key", "user-7", "--limit", "5",
           "--after", "x"],
@@ -51,6 +53,7 @@ struct AdminCommandLineParserTests {
     @Test("bad admin arguments are one-line usage errors naming the flag or value", arguments: [
         (["ops", "--timeout", "3"], "--timeout: outbox ops does not take it"),
         (["status", "--status", "failed"], "--status: outbox status does not take it"),
+        (["health", "--timeout", "3"], "--timeout: outbox health does not take it"),
         (["ops", "--status", "done"], #"--status: expected one of pending, inProgress, completed, failed, conflict, got "done""#),
         (["ops", "--limit", "0"], #"--limit: expected an integer from 1 to 1000, got "0""#),
         (["drain", "--timeout", "-1"], #"--timeout: expected a number from 0 to 3600, got "-1""#),

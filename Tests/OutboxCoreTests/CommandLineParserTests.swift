@@ -38,7 +38,7 @@ struct CommandLineParserTests {
         (["--bogus=1"], "unknown flag --bogus"),
         (["-x"], "unknown flag -x"),
         (["--"], "unknown flag --"),
-        (["start"], #"unknown command "start"; commands are serve, check-config, ca, status, ops, op, drain, offline, online, retry and fault"#),
+        (["start"], #"unknown command "start"; commands are serve, check-config, ca, status, health, ops, op, drain, offline, online, retry and fault"#),
         (["--force"], "--force: only outbox ca takes it"),
         (["check-config", "--force"], "--force: only outbox ca takes it"),
         (["ca", "--force=yes"], "--force takes no value"),
@@ -61,7 +61,7 @@ struct CommandLineParserTests {
     func helpTextIsComplete() {
         for word in ["serve", "check-config", "ca", "--force", "--config", "--listen", "--upstream", "--data-dir",
                      "--log-level", "--help", "--version", "OUTBOX_CONFIG", "OUTBOX_ADMIN_TOKEN",
-                     "OUTBOX_ADMIN_URL", "status", "ops", "op ID", "drain", "offline", "online", "retry ID",
+                     "OUTBOX_ADMIN_URL", "status", "health", "ops", "op ID", "drain", "offline", "online", "retry ID",
                      "fault add", "fault list", "fault clear", "--admin", "--json", "--timeout",
                      "0  ", "1  ", "2  ", "3  ", "4  "] {
             #expect(CommandLineParser.helpText.contains(word), "help text lacks \(word)")

@@ -170,4 +170,37 @@ struct AdminCommandTests {
         let authorized = try await Self.command(["status"], environment: environment.merging(["OUTBOX_ADMIN_TOKEN": "s3cret"]) { $1 })
         #expect(authorized.exit == .exited(0), "\(authorized.stderrText)")
     }
+
+    /// `outbox health` is the image's HEALTHCHECK: it finds the listener the way the container's
+    /// `serve` does (`OUTBOX_CONFIG`, a listen address on every interface reached through
+    /// loopback, `OUTBOX_ADMIN_TOKEN`), and exits 0 only when the admin API answers 200.
+    @Test func healthFollowsTheConfiguredListenerAndExitsOneUnlessTheAPIAnswers200() async throws {
+        let upstream = try TestUpstream { _ in .respond(.text("ok")) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: #"{"admin": {"token": "s3cret"}}"#)
+        let directory = try TemporaryDirectory()
+        let config = try directory.write(#"{"listen": "0.0.0.0:\#(outbox.port)"}"#, to: "config.json")
+
+        let healthy = try await Self.command(["health"], environment: ["OUTBOX_CONFIG": config, "OUTBOX_ADMIN_TOKEN": "s3cret"])
+        #expect(healthy.exit == .exited(0), "\(healthy.stderrText)")
+        #expect(Self.lines(healthy.stdoutText).count == 1, "\(healthy.stdoutText)")
+        #expect(healthy.stdoutText.hasPrefix("healthy: http://127.0.0.1:\(outbox.port) answered (version "), "\(healthy.stdoutText)")
+        #expect(healthy.stdoutText.hasSuffix(", 0 pending)\n"), "\(healthy.stdoutText)")
+
+        // Listening, but the API refuses: a 401 is not healthy.
+        let refused = try await Self.command(["health"], environment: ["OUTBOX_CONFIG": config])
+        #expect(refused.exit == .exited(1))
+        #expect(Self.lines(refused.stderrText).count == 1, "\(refused.stderrText)")
+        #expect(refused.stderrText.hasPrefix("outbox: unhealthy: GET \(outbox.baseURL)/admin/status: HTTP 401"), "\(refused.stderrText)")
+
+        let closed = try LocalPort.unused()
+        let nothing = try await Self.command(["health", "--admin", "http://127.0.0.1:\(closed)"])
+        #expect(nothing.exit == .exited(1))
+        #expect(Self.lines(nothing.stderrText) == ["outbox: unhealthy: http://127.0.0.1:\(closed)/admin/status: connection refused"],
+                "\(nothing.stderrText)")
+
+        let unknowable = try directory.write(#"{"listen": "127.0.0.1:0"}"#, to: "port0.json")
+        let usage = try await Self.command(["health", "--config", unknowable])
+        #expect(usage.exit == .exited(2))
+        #expect(Self.lines(usage.stderrText).count == 1 && usage.stderrText.contains("port 0"), "\(usage.stderrText)")
+    }
 }
