@@ -57,11 +57,13 @@ let package = Package(
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
                                    "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "CSystem",
-                                   "CTestParallelism"]),
+                                   "CTestParallelism", "TestPrerequisites"]),
         // Linked into the test binary for its load-time effect: how many tests run at once.
         .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),
+        // What a test needs from the machine: skipped without it, failed without it under CI=true.
+        .target(name: "TestPrerequisites", path: "Tests/TestPrerequisites"),
         // The harness digests bodies with the product's SHA-256 (checked on its own by the core tests).
-        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "outbox"]),
+        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "TestPrerequisites", "outbox"]),
     ],
     swiftLanguageModes: [.v6]
 )

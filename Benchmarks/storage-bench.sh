@@ -6,8 +6,8 @@
 #   Benchmarks/storage-bench.sh 1000000    # default maxOperations, a full queue (~1.1 GiB of disk)
 #   BENCH_DIR=/some/disk Benchmarks/storage-bench.sh
 #
-# It is a Swift Testing test (StorageBenchmark) that runs only when OUTBOX_STORAGE_BENCH is
-# set, built in release mode with -enable-testing (the test target uses @testable imports).
+# It is a Swift Testing test (StorageBenchmark) that runs N operations when OUTBOX_STORAGE_BENCH
+# is N (512 otherwise, as in `swift test`), built in release mode with -enable-testing (the test target uses @testable imports).
 # The log is written under BENCH_DIR (default /tmp) and removed afterwards.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import OutboxNet
+import TestPrerequisites
 import Testing
 
 /// The `openssl` command, as the independent judge of the certificates Outbox makes.
@@ -59,7 +60,7 @@ final class CADirectory {
 /// The interception CA as files and certificates: modes, extensions and constraints as
 /// `openssl x509 -text` reads them, leaves that `openssl verify` accepts inside the
 /// constraint and refuses outside it, the fingerprint, reloading, refusing, replacing.
-@Suite("Interception CA", .enabled(if: TLSTestCertificates.openssl != nil, "needs the openssl command"))
+@Suite("Interception CA", .requires(TLSTestCertificates.openssl != nil, "needs the openssl command"))
 struct InterceptionCATests {
     static let hosts = ["api.example.com", "*.svc.example.org", "127.0.0.1", "::1"]
 

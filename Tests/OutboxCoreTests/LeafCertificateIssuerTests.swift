@@ -1,5 +1,6 @@
 import Foundation
 @testable import OutboxNet
+import TestPrerequisites
 import Testing
 
 /// The leaf cache: one context per canonical name, reused; bounded, dropping the name used
@@ -36,7 +37,7 @@ struct LeafCertificateIssuerTests {
         #expect(issuer.cachedCount == 3)
     }
 
-    @Test(.enabled(if: TLSTestCertificates.openssl != nil, "needs the openssl command"))
+    @Test(.requires(TLSTestCertificates.openssl != nil, "needs the openssl command"))
     func everyLeafCarriesTheSameKeyAndADifferentSerial() throws {
         let (issuer, data) = try Self.issuer()
         var keys: Set<String> = []

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OutboxNet
+import TestPrerequisites
 import Testing
 
 /// A throwaway CA and a leaf it signed (SAN DNS:localhost, IP:127.0.0.1), made with the
@@ -119,7 +120,7 @@ struct TLSPair {
     }
 }
 
-@Suite("TLS engine in memory", .enabled(if: TLSTestCertificates.openssl != nil, "needs the openssl command"))
+@Suite("TLS engine in memory", .requires(TLSTestCertificates.openssl != nil, "needs the openssl command"))
 struct TLSEngineTests {
     func pair(_ client: (TLSTestCertificates) -> TLSContext, host: String,
               server: (TLSTestCertificates) -> TLSContext = \.server) throws -> TLSPair {

@@ -59,9 +59,12 @@ struct ConnectTunnelFaultTests {
         let upstream = try TestUpstream()
         let outbox = try await Self.start(tunnellingTo: echo, upstream: upstream)
 
-        try Self.replaceRules(outbox, with: #"{"action":"latency","latencySeconds":0.1}"#)
+        try Self.replaceRules(outbox, with: #"{"action":"latency","latencySeconds":0.3}"#)
+        let started = ContinuousClock.now
         let (slow, late) = try Self.connect(outbox, to: echo)
+        let waited = ContinuousClock.now - started
         #expect(late.status == 200, "\(late)\n\(outbox)")
+        #expect(waited >= .milliseconds(300), "the CONNECT was answered after \(waited), inside the rule's 0.3 s")
         try slow.send("ping\n")
         #expect(try slow.readBytes(5) == Array("ping\n".utf8))
         #expect(echo.acceptedConnectionCount == 1)

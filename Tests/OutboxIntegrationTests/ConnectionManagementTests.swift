@@ -132,5 +132,14 @@ struct ConnectionManagementTests {
         try await outbox.waitForLog(containing: "client_stalled")
         let peak = try outbox.peakRSSBytes()
         #expect(peak < 100_000_000, "the unread response was buffered: peak RSS \(peak / 1_000_000) MB")
+        // Cut means closed: reading now gives what was already in the sockets' buffers, then the
+        // end (readUntilEOF throws if the connection stays open), well short of the whole body.
+        var received = 0
+        do {
+            received = try client.readUntilEOF(timeout: .seconds(20)).count
+        } catch SocketError.reset {
+            // Closed with unread data on its side: a reset is as closed as an end.
+        }
+        #expect(received < generated.count, "the whole \(generated.count)-byte response arrived: the connection was never cut")
     }
 }

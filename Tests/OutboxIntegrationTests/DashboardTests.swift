@@ -1,13 +1,16 @@
 import Foundation
+import TestPrerequisites
 import Testing
 
 /// The admin dashboard (`GET /admin/`): served as one self-contained HTML page, and
 /// usable in a real browser against a proxy holding queued operations. The browser test needs
-/// Chromium, chromedriver and Selenium (`Tests/Scripts/install-browser.sh`) and is skipped,
-/// saying which is missing, when they are not installed.
+/// Chromium, chromedriver and Selenium (Debian's chromium, chromium-driver and python3-selenium,
+/// `Tests/Scripts/install-browser.sh`); without them it is skipped, saying which is missing, or
+/// fails under CI=true.
 @Suite("Admin dashboard", .harnessThreads)
 struct DashboardTests {
-    static let python = ChildProcess.which("python3")
+    /// A Python that has Selenium (apt's python3-selenium is for /usr/bin/python3 only).
+    static let python = Prerequisite.python(importing: ["selenium"])
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Scripts/dashboard_test.py").path
 
@@ -18,11 +21,7 @@ struct DashboardTests {
             missing.append("chromium")
         }
         if ChildProcess.which("chromedriver") == nil { missing.append("chromedriver") }
-        if let python {
-            if !pythonCanImportSelenium(python) { missing.append("selenium (Python)") }
-        } else {
-            missing.append("python3")
-        }
+        if python == nil { missing.append("python3 with selenium") }
         return missing
     }()
 
@@ -52,7 +51,7 @@ struct DashboardTests {
         }
     }
 
-    @Test(.enabled(if: missingBrowserTools.isEmpty,
+    @Test(.requires(missingBrowserTools.isEmpty,
                    "needs \(missingBrowserTools.joined(separator: ", ")): run Tests/Scripts/install-browser.sh"))
     func dashboardInChromiumListsQueuedOperationsSwitchesOfflineAndDeletesOne_ShowsAWriteFromAnEvent_AndAddsAFault() async throws {
         let python = try #require(Self.python)
@@ -83,22 +82,5 @@ struct DashboardTests {
         #expect(faults.map { $0.int("status") } == [418], "the fault added from the page: \(faults)")
         let png = try #require(FileManager.default.contents(atPath: screenshot), "no screenshot at \(screenshot)")
         #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is not a PNG")
-    }
-
-    /// Whether `python3 -c "import selenium"` succeeds; a process, since pip may put the
-    /// package in any of several site directories.
-    private static func pythonCanImportSelenium(_ python: String) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", "import selenium"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return false
-        }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// Fault rules (`/admin/faults`) through the real binary: each action stands in for the real
@@ -124,14 +125,52 @@ struct FaultInjectionTests {
         #expect(try Self.faults(outbox).first?.int("applied") == 1)
     }
 
+    /// The replay's response timeout against a real upstream rather than a rule's timer: the
+    /// first attempt's request arrives and the upstream says nothing; Outbox gives up after
+    /// `responseTimeoutSeconds`, closes that connection, and the next attempt delivers.
+    @Test func aSilentUpstreamTimesOutAReplayAttemptAndTheNextDelivers() async throws {
+        let posts = Mutex(0)
+        let upstream = try TestUpstream { request in
+            let first = request.method == "POST" && posts.withLock { count in
+                count += 1
+                return count == 1
+            }
+            return first ? .holdUntilPeerCloses : .respond(.text("created", status: 201))
+        }
+        upstream.stop()
+        let outbox = try await OutboxProcess.start(
+            upstream: upstream.baseURL,
+            config: #"{"reachability": {"probeIntervalSeconds": 0.1, "responseTimeoutSeconds": 0.5}, "retry": {"preset": "immediate", "maxRetries": 100}}"#)
+        let stored = try outbox.enqueue(body: "replayed after a silence")
+        try upstream.restart()
+        try outbox.drain()
+        let delivered = try outbox.operation(stored.id)
+        #expect(delivered.string("status") == "completed" && (delivered.int("retryCount") ?? 0) >= 1, "\(delivered)")
+        let sent = upstream.requests.filter { $0.method == "POST" }
+        try #require(sent.count >= 2, "\(upstream.requests)")
+        #expect(sent.allSatisfy { $0.bodyText == "replayed after a silence" })
+        #expect(sent.map { $0.headers["Outbox-Attempt"] } == (1...sent.count).map { "\($0)" }, "\(sent)")
+        // The silent attempt's connection was given up by Outbox, not left open.
+        try await upstream.waitForPeerClose(ofRequest: sent[0].index)
+    }
+
     @Test func aReplayLatencyWaitsThenDelivers() async throws {
-        let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
+        let arrivals = Mutex<[ContinuousClock.Instant]>([])
+        let upstream = try TestUpstream { _ in
+            arrivals.withLock { $0.append(.now) }
+            return .respond(.text("created", status: 201))
+        }
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
         let stored = try outbox.enqueue(body: "late")
-        _ = try Self.addFault(outbox, #"{"action":"latency","latencySeconds":0.3,"applyTo":"replay"}"#)
+        _ = try Self.addFault(outbox, #"{"action":"latency","latencySeconds":0.5,"applyTo":"replay"}"#)
+        // The attempt starts after the upstream is back (the probe finds it every 0.1 s): its
+        // request arrives at least the rule's 0.5 s after that, however slow the machine.
+        let restarted = ContinuousClock.now
         try upstream.restart()
         try outbox.drain()
+        let waited = try #require(arrivals.withLock { $0.first }) - restarted
+        #expect(waited >= .milliseconds(500), "the replayed request arrived \(waited) after the upstream came back")
         let delivered = try outbox.operation(stored.id)
         #expect(delivered.string("status") == "completed" && delivered.int("retryCount") == 0, "\(delivered)")
         #expect(upstream.requests.map { $0.headers["Outbox-Attempt"] } == ["1"], "\(upstream.requests)")
@@ -200,25 +239,29 @@ struct FaultInjectionTests {
         #expect(first.contains(true) && first.contains(false), "probability 0.5 chose the same for all 24: \(first)")
     }
 
+    /// Through the binary, deterministically: a rule whose window is far from its end applies,
+    /// and one whose window is short ends and stops applying. Where a window's edge falls is
+    /// `FaultBookTests` on an injected clock (real time cannot say how long this test slept).
     @Test func forSecondsEndsTheRule() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("real")) }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
-        // The rule's window opens when Outbox adds it, after `added`: a request answered within
-        // the window of `added` was certainly inside it. On a machine slow enough to take longer,
-        // the first answer says nothing about the rule, and the expiry below is still checked.
-        let added = ContinuousClock.now
-        _ = try Self.addFault(outbox, #"{"action":"status","status":418,"forSeconds":1}"#)
-        let first = try outbox.send("GET", "/a").status
-        if ContinuousClock.now - added < .seconds(1) { #expect(first == 418) }
+        _ = try Self.addFault(outbox, #"{"id":"long","action":"status","status":418,"forSeconds":3600,"match":{"pathPrefix":"/long"}}"#)
+        _ = try Self.addFault(outbox, #"{"id":"short","action":"status","status":418,"forSeconds":0.5,"match":{"pathPrefix":"/short"}}"#)
+        #expect(try outbox.send("GET", "/long/a").status == 418)
         let deadline = ContinuousClock.now + .seconds(10)
+        func short() throws -> JSONObject? { try Self.faults(outbox).first { $0.string("id") == "short" } }
         while true {
             let expired = ContinuousClock.now >= deadline
             let logged = outbox.child.observed.value.stderr.count
-            if try Self.faults(outbox).first?.bool("exhausted") == true || expired { break }
+            if try short()?.bool("exhausted") == true || expired { break }
             await outbox.waitForActivity(after: logged)
         }
-        #expect(try Self.faults(outbox).first?.bool("exhausted") == true)
-        #expect(try outbox.send("GET", "/b").status == 200)
+        #expect(try short()?.bool("exhausted") == true)
+        #expect(try outbox.send("GET", "/short/b").status == 200)
+        #expect(try short()?.int("applied") == 0)
+        #expect(try outbox.send("GET", "/long/c").status == 418)
+        let long = try #require(try Self.faults(outbox).first { $0.string("id") == "long" })
+        #expect(long.int("applied") == 2 && long.bool("exhausted") == false, "\(long)")
     }
 
     @Test("an invalid rule is a 400 naming the field", arguments: [

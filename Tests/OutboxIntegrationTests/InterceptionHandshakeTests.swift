@@ -1,4 +1,5 @@
 import Foundation
+import TestPrerequisites
 import Testing
 
 /// The TLS handshake Outbox answers itself on an intercepted `CONNECT` (SPEC §7.2): a leaf only
@@ -19,7 +20,7 @@ struct InterceptionHandshakeTests {
     /// `openssl s_client -servername other.example` through a tunnel to an intercepted host:
     /// the alert, and no certificate at all, however often it asks; a name the patterns match
     /// gets its leaf on the same tunnel host, so it is the name that is refused.
-    @Test(.enabled(if: openssl != nil, "openssl is not installed"))
+    @Test(.requires(openssl != nil, "openssl is not installed"))
     func anSNINameOutsideTheInterceptedHostsGetsUnrecognizedNameAndNoCertificate() async throws {
         let openssl = try #require(Self.openssl)
         let origin = try await InterceptedOrigin.start(interceptHosts: Self.interceptHosts)
@@ -47,7 +48,7 @@ struct InterceptionHandshakeTests {
 
     /// Python's `ssl`, as `requests` and every Python client use it, reports the refusal by its
     /// name (`TLSV1_UNRECOGNIZED_NAME`).
-    @Test(.enabled(if: python != nil, "python3 is not installed"))
+    @Test(.requires(python != nil, "python3 is not installed"))
     func pythonSeesTheRefusalAsUnrecognizedName() async throws {
         let python = try #require(Self.python)
         let origin = try await InterceptedOrigin.start(interceptHosts: Self.interceptHosts)
@@ -131,7 +132,7 @@ struct InterceptionHandshakeTests {
     /// request inside is answered; CBC with SHA-1 (with or without ECDHE) is refused in the
     /// handshake, and nothing reaches the origin. (`AES128-SHA` also needs an RSA key, which
     /// the interception leaves never have: that one was refused before too.)
-    @Test(.enabled(if: python != nil, "python3 is not installed"), arguments: [
+    @Test(.requires(python != nil, "python3 is not installed"), arguments: [
         ("ECDHE-ECDSA-AES128-GCM-SHA256", true), ("ECDHE-ECDSA-AES256-GCM-SHA384", true),
         ("ECDHE-ECDSA-CHACHA20-POLY1305", true), ("ECDHE-ECDSA-AES128-SHA", false), ("ECDHE-ECDSA-AES256-SHA384", false),
         ("AES128-SHA", false),

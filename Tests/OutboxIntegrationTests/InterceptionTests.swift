@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestPrerequisites
 import Testing
 
 /// Interception with the clients people actually point at `HTTPS_PROXY`: curl, Python
@@ -33,7 +34,7 @@ struct InterceptionTests {
 
     // MARK: - the story, per client
 
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlWithProxyFlagAndCACertReadsQueuesAndDelivers() async throws {
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
         let directory = try TemporaryDirectory()
@@ -45,7 +46,7 @@ struct InterceptionTests {
 
     /// `HTTPS_PROXY` and `CURL_CA_BUNDLE` instead of flags, and no key from the client: the
     /// proxy generates one, tells it in the `202`, and delivers the write with it.
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlWithHttpsProxyEnvironmentQueuesWithAGeneratedKey() async throws {
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
         let directory = try TemporaryDirectory()
@@ -58,7 +59,7 @@ struct InterceptionTests {
         }
     }
 
-    @Test(.enabled(if: python != nil, "python3 is not installed"))
+    @Test(.requires(python != nil, "python3 is not installed"))
     func pythonRequestsWithHttpsProxyReadsQueuesAndDelivers() async throws {
         let python = try #require(Self.python)
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
@@ -74,7 +75,7 @@ struct InterceptionTests {
 
     /// Node has no proxy support of its own: the script opens the tunnel with a CONNECT and
     /// runs `https.request` over `tls.connect` on it, trusting the CA via `NODE_EXTRA_CA_CERTS`.
-    @Test(.enabled(if: node != nil, "node is not installed"))
+    @Test(.requires(node != nil, "node is not installed"))
     func nodeThroughAConnectTunnelReadsQueuesAndDelivers() async throws {
         let node = try #require(Self.node)
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
@@ -92,7 +93,7 @@ struct InterceptionTests {
     /// queueing one makes no sense; what a user sees while the origin is down is the read that
     /// starts every git command failing: the proxy answers its GET `503`, and git exits 128
     /// saying so.
-    @Test(.enabled(if: git != nil, "git is not installed"))
+    @Test(.requires(git != nil, "git is not installed"))
     func gitLsRemoteListsTheRefAndReportsTheProxysUnavailableWhenTheOriginIsDown() async throws {
         let git = try #require(Self.git)
         let commit = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -135,7 +136,7 @@ struct InterceptionTests {
     /// Inside one intercepted tunnel, requests are kept alive and pipelined as on a plain
     /// connection: two requests written at once get two answers, in order, on the one TLS
     /// session (Python's `ssl` as the client, so nothing hides a new connection).
-    @Test(.enabled(if: python != nil, "python3 is not installed"))
+    @Test(.requires(python != nil, "python3 is not installed"))
     func pipelinedRequestsInOneInterceptedTunnelAreAnsweredInOrder() async throws {
         let python = try #require(Self.python)
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
@@ -163,7 +164,7 @@ struct InterceptionTests {
 
     /// A client that does not trust the interception CA refuses the handshake, and the proxy
     /// never has a request to forward: the origin gets nothing.
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlNotTrustingTheCAFailsVerificationAndNothingReachesTheOrigin() async throws {
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
         let directory = try TemporaryDirectory()
@@ -181,7 +182,7 @@ struct InterceptionTests {
     /// `localhost` is allowed but not intercepted: its CONNECT stays a byte tunnel, so curl
     /// sees the front's own certificate (issued by the test CA, which it is told to trust, and
     /// not by the interception CA) and the origin gets curl's request untouched (no `Via`).
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func connectToAHostNotInterceptedIsStillATunnel() async throws {
         let origin = try await InterceptedOrigin.start(allowedHosts: ["127.0.0.1", "localhost"], exportingCA: false,
                                                        ipv6Loopback: true,
@@ -208,7 +209,7 @@ struct InterceptionTests {
 
     /// Inside a tunnel to 127.0.0.1:PORT, a request for another authority is refused with
     /// `421 Misdirected Request`, and not forwarded anywhere.
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func requestForAnotherHostInsideAnInterceptedTunnelIsMisdirected() async throws {
         let origin = try await InterceptedOrigin.start(handler: Self.origin)
         let directory = try TemporaryDirectory()
@@ -230,7 +231,7 @@ struct InterceptionTests {
     /// name constraint permitting only 127.0.0.1, a leaf for the client's connection issued by
     /// it with 127.0.0.1 as its subjectAltName; `outbox ca` then prints that same certificate
     /// and never the key.
-    @Test(.enabled(if: openssl != nil, "openssl is not installed"))
+    @Test(.requires(openssl != nil, "openssl is not installed"))
     func createdCAIsConstrainedPrivateAndIssuesTheLeafTheClientSees() async throws {
         let openssl = try #require(Self.openssl)
         let origin = try await InterceptedOrigin.start(exportingCA: false, handler: Self.origin)
@@ -269,7 +270,7 @@ struct InterceptionTests {
         #expect(!printed.contains("PRIVATE KEY"), "outbox ca printed a key")
     }
 
-    @Test(.enabled(if: openssl != nil, "openssl is not installed"))
+    @Test(.requires(openssl != nil, "openssl is not installed"))
     func statusShowsTheInterceptedHostsAndTheCAFingerprint() async throws {
         let openssl = try #require(Self.openssl)
         let origin = try await InterceptedOrigin.start(handler: Self.origin)

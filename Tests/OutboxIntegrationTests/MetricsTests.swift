@@ -1,21 +1,15 @@
 import Foundation
+import TestPrerequisites
 import Testing
 
 /// `/admin/metrics` in Prometheus text format 0.0.4, checked with the reference parser
 /// (Python's prometheus_client, installed by `.ci/run`), and counters that move with traffic.
 @Suite("Admin metrics", .harnessThreads)
 struct MetricsTests {
-    static let python = ChildProcess.which("python3")
-    static let parserAvailable: Bool = {
-        guard let python else { return false }
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: python)
-        check.arguments = ["-c", "import prometheus_client"]
-        check.standardError = FileHandle.nullDevice
-        guard (try? check.run()) != nil else { return false }
-        check.waitUntilExit()
-        return check.terminationStatus == 0
-    }()
+    /// A Python with the reference parser (apt's python3-prometheus-client is for
+    /// /usr/bin/python3 only).
+    static let python = Prerequisite.python(importing: ["prometheus_client"])
+    static var parserAvailable: Bool { python != nil }
 
     /// The samples as the reference parser reads them: `name{labels} value` → value.
     static func parse(_ text: String) async throws -> [String: Double] {
@@ -33,7 +27,7 @@ struct MetricsTests {
         return samples
     }
 
-    @Test(.enabled(if: parserAvailable, "python3 with prometheus_client is not installed (.ci/run installs it)"))
+    @Test(.requires(parserAvailable, "python3 with prometheus_client is not installed (.ci/run installs it)"))
     func metricsParseAndCountersMoveWithTraffic() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("ok", status: 200)) }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())

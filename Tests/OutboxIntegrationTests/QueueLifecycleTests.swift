@@ -20,28 +20,18 @@ struct QueueLifecycleTests {
         #expect(upstream.requests.isEmpty)
     }
 
+    /// Through the binary, the removal: real time cannot show that the operation stayed for the
+    /// whole period (a descheduled test may look after it), so that half, with the stored
+    /// response answered until the period ends, is `QueueRetentionTests` on the queue's clock.
     @Test func completedOperationIsRemovedAfterTheRetentionPeriod() async throws {
         let upstream = try TestUpstream { _ in .respond(.text("stored", status: 201)) }
         upstream.stop()
-        let retention = Duration.seconds(3)
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            queue: #""completedRetentionSeconds": 3"#))
+            queue: #""completedRetentionSeconds": 0.5"#))
         let queued = try outbox.enqueue(body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
-        // Taken before the upstream comes back, so before the operation can complete: whatever
-        // passes from here to the repeat's answer is at least the operation's age when answered.
-        let beforeCompletion = ContinuousClock.now
         try upstream.restart()
         try outbox.drain()
-        // Retained: the operation shows as completed and the same request is answered from the
-        // stored response. A machine that deschedules the test past the retention period makes
-        // that unknowable, and only then are these answers not checked (the removal below is).
-        let shown = try outbox.admin("operations/\(queued.id)")
-        let replayed = try outbox.send("POST", "/items", body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
-        if ContinuousClock.now - beforeCompletion < retention {
-            #expect(shown.status == 200, "\(shown)")
-            #expect(try JSONObject(shown).string("status") == "completed", "\(shown)")
-            #expect(replayed.headers["Idempotent-Replayed"] == "true", "\(replayed)")
-        }
+        #expect(upstream.requests.count == 1, "\(upstream.requests)")
         // Then gone: the maintenance pass logs the removal, after which the admin API answers 404.
         try await outbox.waitForLog(containing: "retention_removed", timeout: .seconds(10))
         let status = try outbox.admin("operations/\(queued.id)").status

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestPrerequisites
 import Testing
 
 /// The README's CI recipe ("Testing against an intermittent upstream") run with bash as a user
@@ -141,7 +142,7 @@ struct ReadmeRecipeTests {
         return try JSONObject(parsing: Array(bytes))
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
+    @Test(.requires(toolsPresent, "needs bash and curl"))
     func aWriteQueuedWhileOfflineIsDeliveredAndTheRecipeSucceeds() async throws {
         let upstream = try TestUpstream { _ in .respond(.text(#"{"ok":true}"#, status: 201)) }
         let directory = try TemporaryDirectory()
@@ -161,7 +162,7 @@ struct ReadmeRecipeTests {
         #expect(write.attempt == 1, "not a replay of the stored write: \(write)")
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
+    @Test(.requires(toolsPresent, "needs bash and curl"))
     func aWriteTheUpstreamRefusesFailsTheRecipeAndIsListed() async throws {
         let upstream = try TestUpstream { _ in .respond(.text(#"{"error":"invalid item"}"#, status: 400)) }
         let directory = try TemporaryDirectory()
@@ -181,7 +182,7 @@ struct ReadmeRecipeTests {
         #expect(upstream.requests.count == 1, "upstream got: \(upstream.requests)")
     }
 
-    @Test(.enabled(if: toolsPresent, "needs bash and curl"))
+    @Test(.requires(toolsPresent, "needs bash and curl"))
     func aPortInUseFailsTheRecipeWithinItsBoundShowingOutboxsError() async throws {
         let busy = try LocalPort.reserve()
         let upstream = try TestUpstream()

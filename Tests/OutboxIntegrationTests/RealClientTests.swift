@@ -1,5 +1,6 @@
 import Foundation
 import OutboxModel
+import TestPrerequisites
 import Testing
 
 /// Real clients through the real proxy: curl in proxy mode (`-x`) and base-URL mode, with and
@@ -34,7 +35,7 @@ struct RealClientTests {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ $0 >> 9) }
     }
 
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlThroughProxyFlagReachesTheOrigin() async throws {
         let configured = try TestUpstream()
         let origin = try TestUpstream(handler: Self.reporter)
@@ -52,7 +53,7 @@ struct RealClientTests {
         #expect(configured.receivedByteCount == 0)
     }
 
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlAgainstTheBaseURLReachesTheUpstream() async throws {
         let upstream = try TestUpstream(handler: Self.reporter)
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL + "/api")
@@ -63,7 +64,7 @@ struct RealClientTests {
     }
 
     /// curl adds `Expect: 100-continue` to large bodies by itself; `-H 'Expect:'` removes it.
-    @Test(.enabled(if: curl != nil, "curl is not installed"),
+    @Test(.requires(curl != nil, "curl is not installed"),
           arguments: [[], ["-H", "Expect:"], ["-H", "Expect: 100-continue"]])
     func curlPostDataBinaryArrivesIntact(expectArguments: [String]) async throws {
         let upstream = try TestUpstream(handler: Self.reporter)
@@ -79,7 +80,7 @@ struct RealClientTests {
         #expect(result.body == "POST /upload \(payload.count) \(SHA256.hex(of: payload))", "\(outbox)")
     }
 
-    @Test(.enabled(if: curl != nil, "curl is not installed"))
+    @Test(.requires(curl != nil, "curl is not installed"))
     func curlPostThroughProxyFlagArrivesIntact() async throws {
         let configured = try TestUpstream()
         let origin = try TestUpstream(handler: Self.reporter)
@@ -96,7 +97,7 @@ struct RealClientTests {
         #expect(result.body == "POST /items \(payload.count) \(SHA256.hex(of: payload))")
     }
 
-    @Test(.enabled(if: python != nil, "python3 is not installed"))
+    @Test(.requires(python != nil, "python3 is not installed"))
     func pythonUrllibGetAndPostThroughProxyHandler() async throws {
         let python = try #require(Self.python)
         let configured = try TestUpstream()

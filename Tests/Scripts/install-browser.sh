@@ -1,10 +1,12 @@
 #!/bin/sh
-# Installs what Tests/Scripts/dashboard_test.py needs: Debian's headless-capable Chromium,
-# its matching chromedriver, and the Selenium Python bindings. Idempotent: anything already
-# present is left alone, so CI can run it on every job. Everything it installs talks to
-# 127.0.0.1 only during the tests (the dashboard test opens the local proxy's admin page).
+# Installs what Tests/Scripts/dashboard_test.py needs, all from Debian's packages: headless-capable
+# Chromium, its matching chromedriver, and the Selenium Python bindings (python3-selenium, which
+# is for Debian's /usr/bin/python3; the test finds that Python when the one on PATH lacks
+# Selenium). Idempotent: anything already present is left alone, so CI can run it on every job.
+# Everything it installs talks to 127.0.0.1 only during the tests (the dashboard test opens the
+# local proxy's admin page).
 #
-# Needs root (or sudo) for apt-get; pip installs for the current user when not root.
+# Needs root (or sudo) for apt-get.
 set -eu
 
 as_root() {
@@ -23,26 +25,15 @@ as_root() {
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
+/usr/bin/python3 -c 'import selenium' >/dev/null 2>&1 || missing="$missing python3-selenium"
 if [ -n "$missing" ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     # shellcheck disable=SC2086 # the list is meant to split into package names
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 else
-    echo "install-browser.sh: chromium and chromedriver already installed"
-fi
-
-if python3 -c 'import selenium' >/dev/null 2>&1; then
-    echo "install-browser.sh: selenium already installed"
-else
-    pip_flags=""
-    [ "$(id -u)" -eq 0 ] || pip_flags="--user"
-    # Debian marks its Python as externally managed (PEP 668); the test only needs the one
-    # package, so installing beside the system packages is the simple choice here.
-    # shellcheck disable=SC2086
-    python3 -m pip install -q $pip_flags selenium 2>/dev/null \
-        || python3 -m pip install -q $pip_flags --break-system-packages selenium
+    echo "install-browser.sh: chromium, chromedriver and python3-selenium already installed"
 fi
 
 chromium --version
 chromedriver --version
-python3 -c 'import selenium; print("selenium", selenium.__version__)'
+/usr/bin/python3 -c 'import selenium; print("selenium", selenium.__version__)'
