@@ -40,42 +40,51 @@ package struct AdminAPI: Sendable {
         dashboardPage = DashboardPage.html(prefix: prefix)
     }
 
-    /// The route table: path → endpoint; each endpoint checks its own methods.
+    /// An admin request's endpoint: its route and the id the route's path carries.
     private enum Endpoint {
         case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
         case faults, fault(String), events
 
         init?(_ parts: [Substring]) {
-            switch (parts.count, parts.first) {
-            case (0, _): self = .dashboard
-            case (1, "status"): self = .status
-            case (1, "operations"): self = .operations
-            case (2, "operations"): self = .operation(String(parts[1]))
-            case (3, "operations") where parts[2] == "retry": self = .retry(String(parts[1]))
-            case (1, "prune"): self = .prune
-            case (1, "flush"): self = .flush
-            case (1, "connectivity"): self = .connectivity
-            case (1, "drain"): self = .drain
-            case (1, "metrics"): self = .metrics
-            case (1, "faults"): self = .faults
-            case (1, "events"): self = .events
-            case (2, "faults"): self = .fault(String(parts[1]))
-            default: return nil
+            guard let (route, id) = AdminRoute.match(parts) else { return nil }
+            switch route {
+            case .dashboard: self = .dashboard
+            case .status: self = .status
+            case .operations: self = .operations
+            case .operation: self = .operation(id)
+            case .retry: self = .retry(id)
+            case .prune: self = .prune
+            case .flush: self = .flush
+            case .connectivity: self = .connectivity
+            case .drain: self = .drain
+            case .metrics: self = .metrics
+            case .faults: self = .faults
+            case .fault: self = .fault(id)
+            case .events: self = .events
             }
         }
 
-        /// The methods each endpoint takes, for dispatch and `Allow`.
-        var methods: [String] {
+        /// Back to the table, for the methods (both switches are exhaustive: a route added to
+        /// `AdminRoute` must be given an endpoint here, and the reverse).
+        var route: AdminRoute {
             switch self {
-            case .dashboard, .status, .drain, .metrics: ["GET", "HEAD"]
-            case .events: ["GET"]
-            case .operations, .operation: ["GET", "HEAD", "DELETE"]
-            case .retry, .prune, .flush: ["POST"]
-            case .connectivity: ["GET", "HEAD", "PUT"]
-            case .faults: ["GET", "HEAD", "POST", "DELETE"]
-            case .fault: ["GET", "HEAD", "DELETE"]
+            case .dashboard: .dashboard
+            case .status: .status
+            case .operations: .operations
+            case .operation: .operation
+            case .retry: .retry
+            case .prune: .prune
+            case .flush: .flush
+            case .connectivity: .connectivity
+            case .drain: .drain
+            case .metrics: .metrics
+            case .faults: .faults
+            case .fault: .fault
+            case .events: .events
             }
         }
+
+        var methods: [String] { route.methods }
     }
 
     /// The answer to one admin request (already past `AdminGate`); a failure is the envelope

@@ -36,29 +36,20 @@ package enum AdminError: Error, Equatable, Sendable {
     /// The fault book holds its maximum of rules (SPEC §6): nothing was added.
     case faultLimit(Int)
 
-    /// The table: one status and one code per case.
-    package var status: Int {
+    /// The table: one code per case; the code has the status (`ErrorCode`).
+    package var code: ErrorCode {
         switch self {
-        case .invalid: 400
-        case .tokenRequired: 401
-        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: 403
-        case .noEndpoint, .noOperation, .noFault: 404
-        case .methodNotAllowed: 405
-        case .notRetryable, .faultExists, .faultLimit: 409
+        case .invalid: .badRequest
+        case .tokenRequired: .unauthorized
+        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: .forbidden
+        case .noEndpoint, .noOperation, .noFault: .notFound
+        case .methodNotAllowed: .methodNotAllowed
+        case .notRetryable, .faultExists: .conflict
+        case .faultLimit: .faultLimit
         }
     }
 
-    package var code: String {
-        switch self {
-        case .invalid: "bad_request"
-        case .tokenRequired: "unauthorized"
-        case .notLoopback, .proxied, .foreignHost, .crossSiteOrigin: "forbidden"
-        case .noEndpoint, .noOperation, .noFault: "not_found"
-        case .methodNotAllowed: "method_not_allowed"
-        case .notRetryable, .faultExists: "conflict"
-        case .faultLimit: "fault_limit"
-        }
-    }
+    package var status: Int { code.status }
 
     package var message: String {
         switch self {
@@ -92,7 +83,7 @@ package enum AdminError: Error, Equatable, Sendable {
 
     /// The answer: the error envelope with this case's status, code, message and headers.
     package var response: AdminResponse {
-        var response = AdminResponse.error(status, code, message)
+        var response = AdminResponse.error(code, message)
         response.extraHeaders = headers
         return response
     }

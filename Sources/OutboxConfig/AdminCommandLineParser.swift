@@ -7,7 +7,7 @@ import OutboxModel
 /// error instead of a silently ignored filter.
 enum AdminCommandLineParser {
     /// The first word of each admin command.
-    static let commandWords: Set<String> = ["status", "health", "ops", "op", "drain", "offline", "online", "retry", "fault"]
+    static let commandWords = ["status", "health", "ops", "op", "drain", "offline", "online", "retry", "fault"]
 
     /// Flags every admin command takes.
     private static let commonFlags: Set<String> = ["--admin", "--config", "--json"]

@@ -3,6 +3,12 @@ import OutboxModel
 /// Turns `outbox`'s arguments into an `OutboxCommand`. Pure: it reads no files and
 /// no environment; `ConfigLoader` does that with the options it returns.
 public enum CommandLineParser {
+    /// The commands that run Outbox itself or work on its files.
+    static let serviceCommands = ["serve", "check-config", "ca"]
+    /// Every command word, in the order `--help` and the usage errors name them; the docs list
+    /// each (a test checks).
+    public static let commands = serviceCommands + AdminCommandLineParser.commandWords
+
     /// The option a value-taking flag sets; nil for anything else.
     private static func optionKeyPath(_ flag: String) -> WritableKeyPath<CommandLineOptions, String?>? {
         switch flag {
@@ -44,11 +50,11 @@ public enum CommandLineParser {
             guard argument.hasPrefix("-") else {
                 if command != nil {
                     record("unexpected argument \(quoted(argument))")
-                } else if argument == "serve" || argument == "check-config" || argument == "ca" {
+                } else if serviceCommands.contains(argument) {
                     command = argument
                 } else {
-                    record("unknown command \(quoted(argument)); commands are serve, check-config, ca, "
-                           + "status, health, ops, op, drain, offline, online, retry and fault")
+                    record("unknown command \(quoted(argument)); commands are "
+                           + commands.dropLast().joined(separator: ", ") + " and " + (commands.last ?? ""))
                 }
                 continue
             }

@@ -27,7 +27,8 @@ package struct AdminResponse: Sendable {
     }
 
     /// The one error envelope, shared with the proxy's own errors.
-    package static func error(_ status: Int, _ code: String, _ message: String) -> AdminResponse {
-        AdminResponse(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
+    package static func error(_ code: ErrorCode, _ message: String) -> AdminResponse {
+        AdminResponse(status: code.status,
+                      body: .object([("error", .object([("code", .string(code.rawValue)), ("message", .string(message))]))]))
     }
 }

@@ -27,60 +27,48 @@ enum ProxyError: Error, Equatable {
     /// from) its spill file in `dataDirectory`.
     case bodyNotKept(String)
 
-    var status: Int {
+    /// The table: one code per case (the code has the status, `ErrorCode`).
+    var code: ErrorCode {
         switch self {
-        case .malformed(let error): error.status
-        case .badRequest: 400
-        case .forbidden: 403
-        case .misdirected: 421
-        case .noUpstream: 502
-        case .expectationFailed: 417
-        case .requestTimeout: 408
+        case .malformed(let error):
+            switch error.status {
+            case 413: .payloadTooLarge
+            case 431: .headerTooLarge
+            case 501: .notImplemented
+            case 505: .httpVersionNotSupported
+            default: .badRequest
+            }
+        case .badRequest: .badRequest
+        case .forbidden: .forbidden
+        case .misdirected: .misdirectedRequest
+        case .noUpstream: .noUpstream
+        case .expectationFailed: .expectationFailed
+        case .requestTimeout: .requestTimeout
         case .upstream(let error):
             switch error {
             // Refused and dropped-before-a-complete-head both mean unreachable: 503, retry later.
-            case .connectFailed, .tlsFailed, .noResponse: 503
+            case .connectFailed, .tlsFailed, .noResponse: .upstreamUnavailable
             // RFC 9110 §15.6.5: no timely answer is 504 Gateway Timeout, though the queue still
             // counts the origin unreachable (a queueable request is stored, not answered 504).
-            case .responseTimeout: 504
-            case .invalidResponse, .truncated: 502
+            case .responseTimeout: .gatewayTimeout
+            case .invalidResponse, .truncated: .badGateway
             // SPEC §3: a target that is Outbox itself is a loop (508 Loop Detected, RFC 5842
             // §7.2); an internal address a wildcard may not reach is refused as a host outside
             // allowedHosts is.
-            case .targetRefused(.ownListener): 508
-            case .targetRefused(.internalAddress): 403
+            case .targetRefused(.ownListener): .forwardingLoop
+            case .targetRefused(.internalAddress): .forbidden
             // Outbox's own shortage (no descriptor for the upstream socket): try again shortly.
-            case .localResourcesExhausted: 503
+            case .localResourcesExhausted: .localResourcesExhausted
             }
-        case .unavailable, .tooManyConnections: 503
-        case .loopDetected: 508
-        case .keyReused, .keyInUse: 422
-        case .insufficientStorage, .bodyNotKept: 507
+        case .unavailable, .tooManyConnections: .upstreamUnavailable
+        case .loopDetected: .loopDetected
+        case .keyReused: .idempotencyKeyReused
+        case .keyInUse: .idempotencyKeyInUse
+        case .insufficientStorage, .bodyNotKept: .insufficientStorage
         }
     }
 
-    var code: String {
-        // The two 508s: a target that is one of Outbox's listeners, and the Via count.
-        if case .upstream(.targetRefused(.ownListener)) = self { return "forwarding_loop" }
-        return switch status {
-        case 400: "bad_request"
-        case 403: "forbidden"
-        case 408: "request_timeout"
-        case 421: "misdirected_request"
-        case 413: "payload_too_large"
-        case 417: "expectation_failed"
-        case 431: "header_too_large"
-        case 501: "not_implemented"
-        case 502: self == .noUpstream ? "no_upstream" : "bad_gateway"
-        case 503: isLocalResourceShortage ? "local_resources_exhausted" : "upstream_unavailable"
-        case 504: "gateway_timeout"
-        case 505: "http_version_not_supported"
-        case 508: "loop_detected"
-        case 422: if case .keyInUse = self { "idempotency_key_in_use" } else { "idempotency_key_reused" }
-        case 507: "insufficient_storage"
-        default: "error"
-        }
-    }
+    var status: Int { code.status }
 
     var message: String {
         switch self {
@@ -133,7 +121,7 @@ enum ProxyError: Error, Equatable {
 /// Builds the complete bytes of an error response in the JSON envelope.
 enum ErrorResponse {
     static func bytes(for error: ProxyError, close: Bool, retryAfterSeconds: Int) -> [UInt8] {
-        let body = Array(#"{"error":{"code":"\#(error.code)","message":\#(JSON.quoted(error.message))}}"#.utf8) + [10]
+        let body = Array(#"{"error":{"code":"\#(error.code.rawValue)","message":\#(JSON.quoted(error.message))}}"#.utf8) + [10]
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Content-Length", String(body.count))

@@ -120,7 +120,7 @@ final class ProxyExchange: UpstreamResponseHandler {
             }
             return
         case .notOnAdminListener:
-            answerAdmin(AdminResponse.error(404, "not_found",
+            answerAdmin(AdminResponse.error(.notFound,
                                             "this listener serves only the admin API, under \(client.context.adminPrefix)"),
                         pretty: false)
             return

@@ -3,14 +3,14 @@ import Glibc
 import TestPrerequisites
 import Testing
 
-/// The README's CI recipe ("Testing against an intermittent upstream") run with bash as a user
+/// The CI recipe of docs/ci.md run with bash as a user
 /// would run it: the block after the `<!-- ci-recipe` marker, with only its `TEST_COMMAND=`
 /// line replaced by a command the test chooses, the freshly built `outbox` on PATH, and the
 /// settings the recipe reads from the environment (`OUTBOX_LISTEN`, `OUTBOX_UPSTREAM`,
 /// `DRAIN_TIMEOUT_SECONDS`) pointing at a TestUpstream and a free port. Each run is bounded,
 /// and no process the recipe started may outlive it.
-@Suite("README CI recipe", .harnessThreads)
-struct ReadmeRecipeTests {
+@Suite("CI recipe (docs/ci.md)", .harnessThreads)
+struct CIRecipeTests {
     static let bash = ChildProcess.which("bash")
     static let toolsPresent = bash != nil && ChildProcess.which("curl") != nil
 
@@ -21,31 +21,31 @@ struct ReadmeRecipeTests {
     /// recipe that hangs fails here instead of stalling the suite.
     static let runTimeout: Duration = .seconds(90)
 
-    /// The README's recipe: the fenced block right after the `<!-- ci-recipe` marker line.
-    static func readmeRecipe() throws -> String {
-        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
+    /// The recipe: the fenced block right after the `<!-- ci-recipe` marker line.
+    static func recipe() throws -> String {
+        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/ci.md"), encoding: .utf8)
+        let lines = doc.split(separator: "\n", omittingEmptySubsequences: false)
         let markers = lines.indices.filter { lines[$0].hasPrefix("<!-- ci-recipe") }
         guard markers.count == 1, let marker = markers.first else {
-            throw HarnessError("README.md has \(markers.count) `<!-- ci-recipe` markers; expected one")
+            throw HarnessError("docs/ci.md has \(markers.count) `<!-- ci-recipe` markers; expected one")
         }
         let opening = marker + 1
         guard opening < lines.count, lines[opening].hasPrefix("```") else {
-            throw HarnessError("the `<!-- ci-recipe` marker in README.md is not followed by a fenced block")
+            throw HarnessError("the `<!-- ci-recipe` marker in docs/ci.md is not followed by a fenced block")
         }
         guard let closing = lines[(opening + 1)...].firstIndex(where: { $0 == "```" }) else {
-            throw HarnessError("the ci-recipe block in README.md is never closed")
+            throw HarnessError("the ci-recipe block in docs/ci.md is never closed")
         }
         return lines[(opening + 1)..<closing].map { $0 + "\n" }.joined()
     }
 
     /// `recipe` with its one `TEST_COMMAND=` line (the placeholder a user replaces) set to
-    /// `command`; every other line is left as the README has it.
+    /// `command`; every other line is left as docs/ci.md has it.
     static func replacingTestCommand(in recipe: String, with command: String) throws -> String {
         var lines = recipe.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let placeholders = lines.indices.filter { lines[$0].hasPrefix("TEST_COMMAND=") }
         guard placeholders.count == 1, let placeholder = placeholders.first else {
-            throw HarnessError("the README's recipe has \(placeholders.count) `TEST_COMMAND=` lines; expected one")
+            throw HarnessError("the recipe in docs/ci.md has \(placeholders.count) `TEST_COMMAND=` lines; expected one")
         }
         guard !command.contains("'") else { throw HarnessError("test command must not contain a single quote: \(command)") }
         lines[placeholder] = "TEST_COMMAND='\(command)'"
@@ -72,7 +72,7 @@ struct ReadmeRecipeTests {
     static func runRecipe(testCommand: String, listen: String, upstream: String,
                           in directory: TemporaryDirectory) async throws -> RecipeRun {
         let bash = try #require(Self.bash)
-        let script = try directory.write(try replacingTestCommand(in: try readmeRecipe(), with: testCommand), to: "recipe.sh")
+        let script = try directory.write(try replacingTestCommand(in: try recipe(), with: testCommand), to: "recipe.sh")
         // A directory holding just `outbox`, whatever the built binary is called ($OUTBOX_BINARY).
         let bin = directory.file("bin")
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: false)
@@ -208,9 +208,9 @@ struct ReadmeRecipeTests {
         #expect(upstream.requests.isEmpty)
     }
 
-    /// The workflow example's recipe step is the README's recipe, so the copy users start
+    /// The workflow example's recipe step is docs/ci.md's recipe, so the copy users start
     /// from in GitHub Actions cannot drift from the one this suite runs.
-    @Test func theGitHubActionsExampleRunsTheReadmeRecipeWordForWord() throws {
+    @Test func theGitHubActionsExampleRunsTheRecipeWordForWord() throws {
         let workflow = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("docs/github-actions-example.yml"),
                                   encoding: .utf8)
         let lines = workflow.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -227,8 +227,8 @@ struct ReadmeRecipeTests {
             script.append(String(line.dropFirst(indent)))
         }
         while script.last == "" { script.removeLast() }
-        let readme = try Self.readmeRecipe()
-        #expect(script.map { $0 + "\n" }.joined() == readme,
-                "docs/github-actions-example.yml's recipe step differs from README.md's recipe")
+        let recipe = try Self.recipe()
+        #expect(script.map { $0 + "\n" }.joined() == recipe,
+                "docs/github-actions-example.yml's recipe step differs from docs/ci.md's recipe")
     }
 }
