@@ -244,7 +244,16 @@ start_outbox() {  # target binary upstream-url-or-empty [more flags...]
   # shellcheck disable=SC2086  # OUTBOX_ARGS is a list of flags
   start_bg "$name" env -u OUTBOX_CONFIG -u OUTBOX_ADMIN_TOKEN "$bin" serve "${flags[@]}" $OUTBOX_ARGS
   TPGID[$name]=$STARTED
+  IS_OUTBOX[$name]=1
   wait_port "${TPORT[$name]}" "$STARTED" "$START_TIMEOUT" " (does this build of outbox implement the proxy yet?)"
+}
+
+# Targets that are an Outbox: their /admin/metrics say whether a request was stored (a 202,
+# which wrk counts as a success) instead of forwarded.
+declare -A IS_OUTBOX=()
+stored_total() {  # target -> outbox_enqueued_total, or 0 for a target that is no Outbox
+  [[ -n ${IS_OUTBOX[$1]:-} ]] || { echo 0; return; }
+  curl -sf --max-time 5 "http://$HOST:${TPORT[$1]}/admin/metrics" | awk '$1 == "outbox_enqueued_total" { print $2; found = 1 } END { if (!found) print 0 }'
 }
 
 # ---------------------------------------------------------------- CPU accounting
@@ -295,20 +304,28 @@ run_wrk() {
   local tgt=$1 port=$2 method=$3 conns=$4 rep=$5 dur=$6 url script=() out
   if [[ $method == POST ]]; then url="http://$HOST:$port/echo"; script=(-s "$HERE/post-1k.lua")
   else url="http://$HOST:$port/"; fi
+  local stored0 stored
+  stored0=$(stored_total "$tgt")
   cpu_mark "$tgt"
   out=$(timeout $((dur + 30)) wrk -t"$THREADS" -c"$conns" -d"${dur}s" --timeout 5s --latency "${script[@]}" "$url" 2>&1) \
     || { echo "$out" >&2; die "wrk failed/timed out: $tgt $method c$conns"; }
   echo "$out" >>"$RUNDIR/wrk-raw.txt"
-  [[ $rep == warm ]] && return 0
   local rps p50 p99 reqs errs non2xx
+  errs=$(awk '/Socket errors/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
+  stored=$(( $(stored_total "$tgt") - stored0 ))
+  # A figure made of errors, refusals or stored writes is not a forwarding figure: stop.
+  if (( ${errs:-0} + ${non2xx:-0} + stored > 0 )); then
+    echo "$out" >&2
+    die "$tgt $method c$conns ($rep): ${errs:-0} socket errors, ${non2xx:-0} non-2xx answers, $stored requests stored (202) instead of forwarded"
+  fi
+  [[ $rep == warm ]] && return 0
   rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
   p50=$(to_us "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
   p99=$(to_us "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
   reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
-  errs=$(awk '/Socket errors/ { gsub(/,/, ""); print $4 + $6 + $8 + $10 }' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ { print $NF }' <<<"$out")
   [[ -n $rps && -n $reqs ]] || { echo "$out" >&2; die "could not parse wrk output"; }
-  record_row "$tgt" "$method" "$conns" "$rep" "$rps" "$p50" "$p99" "$reqs" "$(( ${errs:-0} + ${non2xx:-0} ))"
+  record_row "$tgt" "$method" "$conns" "$rep" "$rps" "$p50" "$p99" "$reqs" 0
 }
 
 # run_matrix runner conns-list warm-up-conns target... : for each method a warm-up (WARMUP s)
@@ -433,7 +450,7 @@ END {
   }
   print "# rng%: (max-min)/median of req/s over the reps (run-to-run noise)."
   print "# prx_us/up_us: CPU microseconds per request used by the proxy process group / the upstream (medians)."
-  print "# idle%: machine-wide idle during the run (low = CPU-bound, numbers reflect CPU sharing). errs: socket errors + non-2xx, summed over reps."
+  print "# idle%: machine-wide idle during the run (low = CPU-bound, numbers reflect CPU sharing). errs: 0, since a run with socket errors, non-2xx answers or requests stored (202) stops the benchmark with the reason."
   if (base) print "# rps/base, cpu/base: req/s and prx_us relative to outbox-base (the baseline) in the same run."
   if (nv) { print ""; for (i = 1; i <= nv; i++) print vs[i] }
   if (nb) { print ""; for (i = 1; i <= nb; i++) print bv[i] }

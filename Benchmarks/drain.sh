@@ -104,6 +104,7 @@ python3 - "$DELAY_MS" "$EFFECTIVE" "${results[@]}" <<'EOF'
 import json, sys
 delay = float(sys.argv[1]) / 1000
 concurrency = int(sys.argv[2])
+broken = []
 print("keys  operations  seconds    ops/s   ideal ops/s  of ideal  upstream max at once  key overlaps  unkeyed overlaps  out of order")
 for line in sys.argv[3:]:
     r = json.loads(line)
@@ -113,4 +114,9 @@ for line in sys.argv[3:]:
     print("%4d  %10d  %7.2f  %7.1f  %12.1f  %8.2f  %20d  %12d  %16d  %12d" % (
         r["keys"], r["operations"], r["seconds"], r["opsPerSecond"], ideal, r["opsPerSecond"] / ideal,
         u["maxConcurrent"], u["keyOverlaps"], u["unkeyedOverlaps"], u["outOfOrder"]))
+    broken.extend("%d keys: %d %s" % (r["keys"], u[k], k) for k in ("keyOverlaps", "outOfOrder") if u[k])
+    if r["keys"] == 0 and u["unkeyedOverlaps"]:
+        broken.append("no keys: %d unkeyedOverlaps" % u["unkeyedOverlaps"])
+if broken:
+    sys.exit("ERROR: the upstream saw the ordering promise broken: " + ", ".join(broken))
 EOF

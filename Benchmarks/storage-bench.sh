@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Storage engine micro benchmark: durable appends/s of 1 KiB operations with 64 concurrent
-# appenders, then reopen (recovery + index rebuild) time and RSS growth for N operations.
+# appenders, then the time the queue takes to reopen them (OutboxQueue's own recovery, the one
+# `outbox serve` runs at a restart) and the resident memory its index adds.
 #
 #   Benchmarks/storage-bench.sh            # N = 200000
 #   Benchmarks/storage-bench.sh 1000000    # default maxOperations, a full queue (~1.1 GiB of disk)
