@@ -24,6 +24,8 @@ let package = Package(
         // TLS on the event loops: the system OpenSSL 3, and C wrappers for its macros.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "CTLSShim"),
+        // The PostgreSQL store's client: libpq, PostgreSQL's own C library (SPEC §9).
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "OutboxHTTP", swiftSettings: releaseSettings),
         .target(name: "OutboxModel", dependencies: ["OutboxHTTP", "COpenSSL"], swiftSettings: releaseSettings),
         .target(name: "OutboxTelemetry", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),
@@ -33,6 +35,8 @@ let package = Package(
         .target(name: "OutboxQueue",
                 dependencies: ["OutboxStorage", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
+        // libpq driven with deadlines on threads of its own: connections, pipelined statements.
+        .target(name: "OutboxPostgres", dependencies: ["CLibPQ"], swiftSettings: releaseSettings),
         // Fault rules (what to fail, when, how often): values and counters only, shared by the
         // proxy's transports, the probes and the admin API.
         .target(name: "OutboxFaults", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),
@@ -56,7 +60,7 @@ let package = Package(
         .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxControl", "OutboxConfig", "OutboxTelemetry"]),
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
-                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "CSystem",
+                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "OutboxPostgres", "CSystem",
                                    "CTestParallelism", "TestPrerequisites"]),
         // Linked into the test binary for its load-time effect: how many tests run at once.
         .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),

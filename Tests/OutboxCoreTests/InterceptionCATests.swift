@@ -9,16 +9,7 @@ enum OpenSSLCommand {
     /// Runs `openssl ARGUMENTS` and returns its exit status and its stdout and stderr together.
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
         guard let openssl = TLSTestCertificates.openssl else { throw TLSError("openssl not found") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: printed, as: UTF8.self))
+        return try ChildProcess.run(openssl, arguments)
     }
 
     /// `openssl verify -purpose sslserver -CAfile CA LEAF`, with the leaf written to a file.

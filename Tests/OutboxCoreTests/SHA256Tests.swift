@@ -56,17 +56,9 @@ struct SHA256Tests {
 
     /// The digest `sha256sum` prints for the file at `path`.
     static func sha256sum(_ path: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-        process.arguments = [path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let digest = String(decoding: printed, as: UTF8.self).split(separator: " ").first,
-              digest.count == 64 else {
-            throw StorageTestFailure("sha256sum \(path) failed (status \(process.terminationStatus))")
+        let (status, printed) = try ChildProcess.run("/usr/bin/sha256sum", [path], mergingErrors: false)
+        guard status == 0, let digest = printed.split(separator: " ").first, digest.count == 64 else {
+            throw StorageTestFailure("sha256sum \(path) failed (status \(status))")
         }
         return String(digest)
     }

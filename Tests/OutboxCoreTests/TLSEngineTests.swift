@@ -60,18 +60,8 @@ struct TLSTestCertificates {
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TLSError("openssl \(arguments.first ?? ""): \(String(decoding: message, as: UTF8.self))")
-        }
+        let (status, output) = try ChildProcess.run(executable, arguments)
+        guard status == 0 else { throw TLSError("openssl \(arguments.first ?? ""): \(output)") }
     }
 }
 

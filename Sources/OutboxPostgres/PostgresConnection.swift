@@ -1,0 +1,286 @@
+import CLibPQ
+import Glibc
+
+/// What a statement failed with: PostgreSQL's SQLSTATE when the server answered (class `53`
+/// is out of space, `57014` a statement timeout, `23505` a unique violation), nil when the
+/// connection itself failed (refused, dropped, timed out). The message is libpq's, with no
+/// password in it: libpq never prints one.
+public struct PostgresError: Error, Equatable, CustomStringConvertible {
+    public let sqlState: String?
+    public let message: String
+
+    public init(sqlState: String?, message: String) {
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    /// The connection is gone or unusable: reconnect, the statement may not have run.
+    public var isConnectionFailure: Bool { sqlState == nil || sqlState?.hasPrefix("08") == true }
+    public var isOutOfSpace: Bool { sqlState?.hasPrefix("53") == true }
+    public var description: String { sqlState.map { "\($0): \(message)" } ?? message }
+}
+
+/// One parameter of a statement, sent in libpq's binary format for bytes and as text
+/// otherwise (PostgreSQL casts text to the column's type).
+public enum PostgresValue: Sendable, Equatable {
+    case text(String)
+    case bytes([UInt8])
+    case int64(Int64)
+    case null
+}
+
+/// The rows of one statement, every value as text or nil for NULL (`bytea` comes back in
+/// PostgreSQL's hex form: `bytes(row:column:)` decodes it).
+public struct PostgresResult: Sendable {
+    public let columns: [String]
+    public let rows: [[String?]]
+    /// Rows a command touched (`INSERT 0 3` → 3), 0 for one that names none.
+    public let affected: Int
+
+    public func value(_ row: Int, _ column: String) -> String? {
+        guard let index = columns.firstIndex(of: column) else { return nil }
+        return rows[row][index]
+    }
+
+    /// A `bytea` value in hex form (`\x6869`) as bytes; nil for NULL or another form.
+    public func bytes(_ row: Int, _ column: String) -> [UInt8]? {
+        guard let text = value(row, column), text.hasPrefix("\\x") else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity((text.utf8.count - 2) / 2)
+        var high: UInt8?
+        for character in text.utf8.dropFirst(2) {
+            guard let nibble = Self.nibble(character) else { return nil }
+            if let h = high { out.append(h << 4 | nibble); high = nil } else { high = nibble }
+        }
+        return high == nil ? out : nil
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// One libpq connection in non-blocking mode, driven with `poll(2)` on its socket so that every
+/// wait has a deadline: connecting, sending, and reading results. Its methods block the
+/// calling thread until the answer or the deadline, so it is used from one `PostgresThread`,
+/// never from an event loop or Swift's cooperative pool. Not thread-safe: one owner at a time.
+public final class PostgresConnection {
+    private var connection: OpaquePointer?
+    /// How long one call may wait for the server before it fails with a connection error and
+    /// the connection is closed (the statement may or may not have run).
+    public let timeoutSeconds: Double
+
+    /// Connects to `conninfo` (a `postgresql://` URI or `key=value` pairs; libpq fills what it
+    /// leaves out from `PG*` variables and `~/.pgpass`) within `timeoutSeconds`.
+    public init(_ conninfo: String, timeoutSeconds: Double = 10) throws(PostgresError) {
+        self.timeoutSeconds = timeoutSeconds
+        guard let conn = PQconnectStart(conninfo) else {
+            throw PostgresError(sqlState: nil, message: "libpq could not allocate a connection")
+        }
+        connection = conn
+        let deadline = Self.now() + timeoutSeconds
+        var status = PGRES_POLLING_WRITING
+        while true {
+            if PQstatus(conn) == CONNECTION_BAD { throw fail() }
+            switch status {
+            case PGRES_POLLING_OK:
+                guard PQsetnonblocking(conn, 1) == 0 else { throw fail() }
+                return
+            case PGRES_POLLING_FAILED:
+                throw fail()
+            case PGRES_POLLING_READING:
+                try wait(read: true, write: false, until: deadline, doing: "connecting")
+            default:
+                try wait(read: false, write: true, until: deadline, doing: "connecting")
+            }
+            status = PQconnectPoll(conn)
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if let connection { PQfinish(connection) }
+        connection = nil
+    }
+
+    public var isOpen: Bool { connection.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// The server's version as libpq reports it (150018 for 15.18).
+    public var serverVersion: Int { connection.map { Int(PQserverVersion($0)) } ?? 0 }
+
+    /// Runs one statement with `$1…` parameters and returns its rows.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
+        try pipeline([(sql, parameters)])[0]
+    }
+
+    /// Sends every statement before reading any answer (libpq's pipeline mode: one round trip
+    /// for all of them) and returns their results in order. The first statement that fails
+    /// makes the server skip the rest up to the end of the pipeline; that failure is thrown.
+    /// Wrapped in `BEGIN` … `COMMIT` by the caller, the statements share one commit: group
+    /// commit, one WAL flush for every write of the batch.
+    public func pipeline(_ statements: [(String, [PostgresValue])]) throws(PostgresError) -> [PostgresResult] {
+        guard let conn = connection, PQstatus(conn) == CONNECTION_OK else {
+            throw PostgresError(sqlState: nil, message: "the connection is closed")
+        }
+        let deadline = Self.now() + timeoutSeconds
+        guard PQenterPipelineMode(conn) == 1 else { throw fail() }
+        for (sql, parameters) in statements {
+            guard Self.send(conn, sql, parameters) == 1 else { throw fail() }
+        }
+        guard PQpipelineSync(conn) == 1 else { throw fail() }
+        try flush(until: deadline)
+
+        var results: [PostgresResult] = []
+        var firstError: PostgresError?
+        // Each statement's result, then a NULL; after the last one, the sync's own result.
+        while true {
+            guard let result = try nextResult(until: deadline) else {
+                // The NULL after each statement's results.
+                continue
+            }
+            defer { PQclear(result) }
+            let status = PQresultStatus(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+            switch status {
+            case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                results.append(Self.rows(of: result))
+            case PGRES_PIPELINE_ABORTED:
+                break
+            default:
+                if firstError == nil { firstError = Self.error(of: result) }
+            }
+        }
+        guard PQexitPipelineMode(conn) == 1 else { throw fail() }
+        if let firstError {
+            // A failed statement inside BEGIN leaves the transaction aborted, and the skipped
+            // COMMIT did not end it: end it here, so the next statement starts clean.
+            if PQtransactionStatus(conn) == PQTRANS_INERROR { _ = try? pipeline([("ROLLBACK", [])]) }
+            throw firstError
+        }
+        return results
+    }
+
+    // MARK: - I/O with deadlines
+
+    private static func send(_ conn: OpaquePointer, _ sql: String, _ parameters: [PostgresValue]) -> Int32 {
+        // Text parameters as C strings, bytes as binary (format 1): kept alive for the call.
+        var storage: [[UInt8]] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        var isNull: [Bool] = []
+        for parameter in parameters {
+            switch parameter {
+            case .text(let text): storage.append(Array(text.utf8) + [0]); lengths.append(0); formats.append(0); isNull.append(false)
+            case .int64(let value): storage.append(Array(String(value).utf8) + [0]); lengths.append(0); formats.append(0); isNull.append(false)
+            case .bytes(let bytes): storage.append(bytes.isEmpty ? [0] : bytes); lengths.append(Int32(bytes.count)); formats.append(1); isNull.append(false)
+            case .null: storage.append([0]); lengths.append(0); formats.append(0); isNull.append(true)
+            }
+        }
+        return withPointers(storage, 0) { pointers in
+            var values: [UnsafePointer<CChar>?] = pointers.enumerated().map { isNull[$0.offset] ? nil : $0.element }
+            return values.withUnsafeMutableBufferPointer { values in
+                PQsendQueryParams(conn, sql, Int32(parameters.count), nil, values.baseAddress, lengths, formats, 0)
+            }
+        }
+    }
+
+    /// Calls `body` with a stable C pointer to each of `buffers` (nested so each stays valid).
+    private static func withPointers<R>(_ buffers: [[UInt8]], _ index: Int, _ done: [UnsafePointer<CChar>] = [],
+                                        _ body: ([UnsafePointer<CChar>]) -> R) -> R {
+        if index == buffers.count { return body(done) }
+        return buffers[index].withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                withPointers(buffers, index + 1, done + [chars.baseAddress!], body)
+            }
+        }
+    }
+
+    private func flush(until deadline: Double) throws(PostgresError) {
+        guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
+        while true {
+            let left = PQflush(conn)
+            if left == 0 { return }
+            if left < 0 { throw fail() }
+            // The server may be waiting for us to read its answers before it reads more.
+            try wait(read: true, write: true, until: deadline, doing: "sending")
+            guard PQconsumeInput(conn) == 1 else { throw fail() }
+        }
+    }
+
+    /// The next result, or nil for the NULL that ends a statement's results.
+    private func nextResult(until deadline: Double) throws(PostgresError) -> OpaquePointer? {
+        guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
+        while PQisBusy(conn) == 1 {
+            try wait(read: true, write: false, until: deadline, doing: "waiting for the server's answer")
+            guard PQconsumeInput(conn) == 1 else { throw fail() }
+        }
+        return PQgetResult(conn)
+    }
+
+    private func wait(read: Bool, write: Bool, until deadline: Double, doing what: String) throws(PostgresError) {
+        guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
+        let socket = PQsocket(conn)
+        guard socket >= 0 else { throw fail() }
+        while true {
+            let left = deadline - Self.now()
+            guard left > 0 else {
+                close()
+                throw PostgresError(sqlState: nil, message: "no answer from the server within \(timeoutSeconds) s while \(what)")
+            }
+            var events: Int16 = 0
+            if read { events |= Int16(POLLIN) }
+            if write { events |= Int16(POLLOUT) }
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(left * 1000, 1000).rounded(.up)))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR {
+                throw PostgresError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// The connection's error, and the connection closed when it is broken.
+    private func fail() -> PostgresError {
+        let message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "unknown libpq error"
+        if let conn = connection, PQstatus(conn) == CONNECTION_BAD { close() }
+        return PostgresError(sqlState: nil, message: Self.trimmed(message))
+    }
+
+    private static func error(of result: OpaquePointer) -> PostgresError {
+        let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let message = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            ?? String(cString: PQresultErrorMessage(result))
+        return PostgresError(sqlState: state, message: trimmed(message))
+    }
+
+    private static func rows(of result: OpaquePointer) -> PostgresResult {
+        let columnCount = Int(PQnfields(result))
+        let columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
+        let rows: [[String?]] = (0..<Int(PQntuples(result))).map { row in
+            (0..<columnCount).map { column in
+                PQgetisnull(result, Int32(row), Int32(column)) == 1 ? nil
+                    : String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+            }
+        }
+        return PostgresResult(columns: columns, rows: rows, affected: Int(String(cString: PQcmdTuples(result))) ?? 0)
+    }
+
+    private static func trimmed(_ message: String) -> String {
+        var text = Substring(message)
+        while let last = text.last, last.isWhitespace { text = text.dropLast() }
+        return text.split(separator: "\n").joined(separator: "; ")
+    }
+
+    private static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}

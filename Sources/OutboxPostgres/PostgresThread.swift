@@ -1,0 +1,91 @@
+import Foundation
+import Synchronization
+
+/// A thread of its own that owns one `PostgresConnection` and runs jobs on it one after the
+/// other: the database's waits (connecting, commits, slow statements) block this thread and
+/// nothing else, never an event loop or a thread of Swift's cooperative pool, which callers
+/// reach through `run`'s continuation. The connection is opened on first use and again after
+/// it broke, so a job sees either an open connection or the error of the attempt to open one.
+public final class PostgresThread: Sendable {
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        var stopped = false
+    }
+    private let state = Mutex(State())
+    private let ready = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let conninfo: String
+    private let timeoutSeconds: Double
+    /// Touched only on the thread (a job runs there): hence unchecked.
+    private nonisolated(unsafe) var connection: PostgresConnection?
+
+    public init(conninfo: String, timeoutSeconds: Double = 10, name: String = "outbox-postgres") {
+        self.conninfo = conninfo
+        self.timeoutSeconds = timeoutSeconds
+        let thread = Thread { [self] in loop() }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Runs `body` with the open connection on the database thread and returns what it returns.
+    /// Throws the body's error, or the `PostgresError` of opening the connection.
+    public func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
+        let result: Result<T, any Error> = await withCheckedContinuation { continuation in
+            let accepted = enqueue { [self] in
+                do {
+                    let connection = try open()
+                    continuation.resume(returning: .success(try body(connection)))
+                } catch {
+                    if !(connection?.isOpen ?? false) { connection = nil }
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            if !accepted { continuation.resume(returning: .failure(PostgresError(sqlState: nil, message: "the database thread is stopped"))) }
+        }
+        return try result.get()
+    }
+
+    /// Ends the thread after the jobs already queued, closing the connection; waits for it.
+    public func stop() {
+        let first = state.withLock { state -> Bool in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+        guard first else { return }
+        ready.signal()
+        done.wait()
+    }
+
+    private func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool {
+        let accepted = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if accepted { ready.signal() }
+        return accepted
+    }
+
+    private func open() throws(PostgresError) -> PostgresConnection {
+        if let connection, connection.isOpen { return connection }
+        connection = nil
+        let opened = try PostgresConnection(conninfo, timeoutSeconds: timeoutSeconds)
+        connection = opened
+        return opened
+    }
+
+    private func loop() {
+        while true {
+            ready.wait()
+            let (jobs, stopped) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
+                defer { state.jobs.removeAll() }
+                return (state.jobs, state.stopped)
+            }
+            for job in jobs { job() }
+            if stopped && state.withLock({ $0.jobs.isEmpty }) { break }
+        }
+        connection?.close()
+        connection = nil
+        done.signal()
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import OutboxPostgres
+import Synchronization
+import TestPrerequisites
+import Testing
+
+/// The libpq client against a real PostgreSQL server (`PostgresServer`): values survive the
+/// round trip byte for byte, a pipeline commits its statements together or not at all, every
+/// wait is bounded, and the database thread reconnects after its connection was cut. Blocking
+/// calls run on threads of their own (`ThreadResult`), never on Swift's cooperative pool.
+@Suite(.requires(PostgresServer.isInstalled, PostgresServer.missing))
+struct PostgresConnectionTests {
+    /// Runs `body` on a thread of its own with a connection to a fresh schema of the server.
+    private func withSchema<T: Sendable>(_ body: @escaping @Sendable (PostgresServer, String) throws -> T) async throws -> T {
+        let outcome = await ThreadResult { () -> Result<T, any Error> in
+            Result {
+                let server = try PostgresServer.shared()
+                return try body(server, try server.makeSchema())
+            }
+        }.value
+        return try outcome.get()
+    }
+
+    @Test func valuesComeBackAsTheyWereSent() async throws {
+        let body: [UInt8] = (0..<1024).map { UInt8(truncatingIfNeeded: $0 &* 7) } + [0, 0, 255]
+        let row = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            try connection.execute("CREATE TABLE t (body bytea, name text, n bigint, empty bytea, missing text)")
+            try connection.execute("INSERT INTO t VALUES ($1, $2, $3, $4, $5)",
+                                   [.bytes(body), .text("zürich 'quoted' \\ back"), .int64(-9_007_199_254_740_993), .bytes([]), .null])
+            return try connection.execute("SELECT body, name, n, empty, missing FROM t")
+        }
+        #expect(row.rows.count == 1)
+        #expect(row.bytes(0, "body") == body)
+        #expect(row.value(0, "name") == "zürich 'quoted' \\ back")
+        #expect(row.value(0, "n") == "-9007199254740993")
+        #expect(row.bytes(0, "empty") == [])
+        #expect(row.value(0, "missing") == nil)
+    }
+
+    @Test func aPipelineCommitsItsStatementsTogether() async throws {
+        let (results, visible, transactions) = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            try connection.execute("CREATE TABLE t (id int PRIMARY KEY, body bytea)")
+            var statements: [(String, [PostgresValue])] = [("BEGIN", [])]
+            for id in 0..<100 {
+                statements.append(("INSERT INTO t VALUES ($1, $2)", [.int64(Int64(id)), .bytes([UInt8](repeating: 1, count: 1024))]))
+            }
+            statements.append(("COMMIT", []))
+            let results = try connection.pipeline(statements)
+            // Seen from another session: committed, every row by the same transaction (xmin).
+            let other = try PostgresConnection(server.conninfo(schema: schema))
+            defer { other.close() }
+            let seen = try other.execute("SELECT count(*) AS n, count(DISTINCT xmin::text) AS transactions FROM t")
+            return (results.count, seen.value(0, "n"), seen.value(0, "transactions"))
+        }
+        #expect(results == 102)
+        #expect(visible == "100")
+        #expect(transactions == "1")
+    }
+
+    @Test func aFailedStatementRollsTheWholePipelineBack() async throws {
+        let (error, count, usable) = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            try connection.execute("CREATE TABLE t (id int PRIMARY KEY)")
+            var caught: PostgresError?
+            do {
+                _ = try connection.pipeline([("BEGIN", []), ("INSERT INTO t VALUES (1)", []), ("INSERT INTO t VALUES (1)", []),
+                                         ("INSERT INTO t VALUES (2)", []), ("COMMIT", [])])
+            } catch let error as PostgresError { caught = error }
+            let count = try connection.execute("SELECT count(*) AS n FROM t").value(0, "n")
+            return (caught, count, connection.isOpen)
+        }
+        #expect(error?.sqlState == "23505")
+        #expect(count == "0")
+        #expect(usable)
+    }
+
+    @Test func aStatementThatHangsFailsAtTheDeadline() async throws {
+        let (error, seconds) = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema), timeoutSeconds: 0.5)
+            let started = Date()
+            var caught: PostgresError?
+            do { try connection.execute("SELECT pg_sleep(30)") } catch let error as PostgresError { caught = error }
+            return (caught, Date().timeIntervalSince(started))
+        }
+        #expect(error?.isConnectionFailure == true)
+        #expect(error?.message.contains("within 0.5 s") == true, "\(String(describing: error))")
+        #expect(seconds >= 0.5 && seconds < 10)
+    }
+
+    @Test func theServersStatementTimeoutIsReportedByItsSQLState() async throws {
+        let error = try await withSchema { server, schema -> PostgresError? in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            try connection.execute("SET statement_timeout = '100ms'")
+            do { try connection.execute("SELECT pg_sleep(30)") } catch let error as PostgresError { return error }
+            return nil
+        }
+        #expect(error?.sqlState == "57014")
+        #expect(error?.isConnectionFailure == false)
+    }
+
+    @Test func aRefusedConnectionFailsWithoutAnSQLState() async throws {
+        let error = await ThreadResult { () -> PostgresError? in
+            // Port 1 on loopback: nothing listens there.
+            do throws(PostgresError) {
+                _ = try PostgresConnection("host=127.0.0.1 port=1 user=outbox dbname=postgres", timeoutSeconds: 5)
+            } catch {
+                return error
+            }
+            return nil
+        }.value
+        #expect(error?.isConnectionFailure == true)
+        #expect(error?.message.contains("127.0.0.1") == true, "\(String(describing: error))")
+    }
+
+    @Test func theDatabaseThreadReconnectsAfterItsConnectionWasCut() async throws {
+        let (server, schema) = try await withSchema { server, schema in (server, schema) }
+        let thread = PostgresThread(conninfo: server.conninfo(schema: schema), timeoutSeconds: 5)
+        defer { thread.stop() }
+        let first = try await thread.run { try $0.execute("SELECT pg_backend_pid() AS pid").value(0, "pid") }
+        // Cut it from another session, as a server restart or a network fault would.
+        let killed = await ThreadResult { () -> Bool in
+            guard let other = try? PostgresConnection(server.conninfo), let first else { return false }
+            defer { other.close() }
+            return (try? other.execute("SELECT pg_terminate_backend($1) AS ok", [.text(first)]).value(0, "ok")) == "t"
+        }.value
+        #expect(killed)
+        // The next job finds the connection broken and fails; the one after it reconnects.
+        var second: String?
+        for _ in 0..<2 where second == nil {
+            second = try? await thread.run { try $0.execute("SELECT pg_backend_pid() AS pid").value(0, "pid") }
+        }
+        #expect(second != nil && second != first)
+    }
+
+    @Test func jobsOnTheDatabaseThreadRunOneAtATime() async throws {
+        let (server, schema) = try await withSchema { server, schema in (server, schema) }
+        let thread = PostgresThread(conninfo: server.conninfo(schema: schema), timeoutSeconds: 5)
+        defer { thread.stop() }
+        _ = try await thread.run { try $0.execute("CREATE TABLE t (n int)") }
+        let overlap = Overlap()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for n in 0..<20 {
+                group.addTask {
+                    try await thread.run { connection in
+                        overlap.enter()
+                        defer { overlap.leave() }
+                        try connection.execute("INSERT INTO t VALUES ($1)", [.int64(Int64(n))])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let count = try await thread.run { try $0.execute("SELECT count(*) AS n FROM t").value(0, "n") }
+        #expect(count == "20")
+        #expect(overlap.most == 1)
+    }
+}
+
+/// How many jobs were inside at once, at most.
+private final class Overlap: Sendable {
+    private let state = Mutex((inside: 0, most: 0))
+    func enter() { state.withLock { $0.inside += 1; $0.most = max($0.most, $0.inside) } }
+    func leave() { state.withLock { $0.inside -= 1 } }
+    var most: Int { state.withLock { $0.most } }
+}
