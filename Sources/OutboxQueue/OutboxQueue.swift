@@ -653,15 +653,17 @@ extension OutboxQueue: QueueGateway {
 
     /// Answers the first writer of a key and every request that waited for it: each gets the
     /// operation holding the key when its fingerprint matches, else `keyConflict`; a failure
-    /// goes to all of them.
+    /// goes to all of them. The reservation ends before anyone is answered: a repeat sent once
+    /// the first writer heard its answer finds the key in the index and reads the stored
+    /// record, never this outcome kept in memory.
     private func settle(key: ScopedKey, fingerprint: [UInt8], _ outcome: Result<OperationSnapshot, EnqueueError>,
                         _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
         func answer(_ fingerprint: [UInt8]) -> Result<OperationSnapshot, EnqueueError> {
             guard case .success(let holder) = outcome, holder.fingerprint != fingerprint else { return outcome }
             return .failure(.keyConflict)
         }
-        completion(answer(fingerprint))
         let waiting = reserving.withLock { $0.removeValue(forKey: key) ?? [] }
+        completion(answer(fingerprint))
         for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
     }
 

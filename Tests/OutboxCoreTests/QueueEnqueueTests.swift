@@ -132,6 +132,29 @@ struct QueueEnqueueTests {
         #expect(retryAt == 6_000)
     }
 
+    /// The same, with the repeat sent the moment the first writer hears its answer (from inside
+    /// its completion, on the log's writer thread): the key's reservation has ended by then, so
+    /// the repeat reads the damaged record and fails, instead of being handed the first
+    /// writer's outcome from memory. Under load, `swift test` hit that window now and then.
+    @Test func aRepeatSentAsTheFirstWriterIsAnswered_ReadsTheStoredRecord() async throws {
+        let directory = try StorageTestDirectory()
+        let queue = try Self.open(directory, lines: StorageLogLines())
+        defer { queue.close() }
+        let first = StorageSamples.request(1, bodySize: 200)
+        let segment = directory.segmentPath(1)
+        let (stored, repeated) = await withCheckedContinuation { continuation in
+            queue.enqueue(first) { stored in
+                do { try Self.damage(first.body, in: segment) } catch { Issue.record("\(error)") }
+                queue.enqueue(Self.another(first)) { continuation.resume(returning: (stored, $0)) }
+            }
+        }
+        #expect((try? stored.get())?.id == first.id)
+        guard case .failure(.storage) = repeated else {
+            Issue.record("the repeat was answered \(repeated), not from the stored record")
+            return
+        }
+    }
+
     /// Flips one byte of `bytes` where they occur in the file at `path`, in place (the log keeps
     /// reading the same inode).
     static func damage(_ bytes: [UInt8], in path: String) throws {
