@@ -36,7 +36,8 @@ let package = Package(
                 dependencies: ["OutboxStorage", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
         // libpq driven with deadlines on threads of its own: connections, pipelined statements.
-        .target(name: "OutboxPostgres", dependencies: ["CLibPQ"], swiftSettings: releaseSettings),
+        .target(name: "OutboxPostgres", dependencies: ["CLibPQ"], resources: [.embedInCode("Migrations/v001_queue.sql")],
+                swiftSettings: releaseSettings),
         // Fault rules (what to fail, when, how often): values and counters only, shared by the
         // proxy's transports, the probes and the admin API.
         .target(name: "OutboxFaults", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),

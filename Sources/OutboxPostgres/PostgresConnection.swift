@@ -111,6 +111,13 @@ public final class PostgresConnection {
 
     public var isOpen: Bool { connection.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
+    /// A transaction is open on the connection (begun, or failed and not yet rolled back).
+    public var inTransaction: Bool {
+        guard let connection else { return false }
+        let status = PQtransactionStatus(connection)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
     /// The server's version as libpq reports it (150018 for 15.18).
     public var serverVersion: Int { connection.map { Int(PQserverVersion($0)) } ?? 0 }
 
@@ -165,6 +172,28 @@ public final class PostgresConnection {
             throw firstError
         }
         return results
+    }
+
+    /// Runs a script of several statements separated by `;` (the simple query protocol, which
+    /// a pipeline cannot carry): a migration. Statements after the first failure are not run;
+    /// inside a transaction the failure rolls it back, and the failure is thrown.
+    public func executeScript(_ sql: String) throws(PostgresError) {
+        guard let conn = connection, PQstatus(conn) == CONNECTION_OK else {
+            throw PostgresError(sqlState: nil, message: "the connection is closed")
+        }
+        let deadline = Self.now() + timeoutSeconds
+        guard PQsendQuery(conn, sql) == 1 else { throw fail() }
+        try flush(until: deadline)
+        var firstError: PostgresError?
+        while let result = try nextResult(until: deadline) {
+            defer { PQclear(result) }
+            let status = PQresultStatus(result)
+            if status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && firstError == nil { firstError = Self.error(of: result) }
+        }
+        if let firstError {
+            if PQtransactionStatus(conn) == PQTRANS_INERROR { _ = try? pipeline([("ROLLBACK", [])]) }
+            throw firstError
+        }
     }
 
     // MARK: - I/O with deadlines

@@ -12,13 +12,7 @@ import Testing
 struct PostgresConnectionTests {
     /// Runs `body` on a thread of its own with a connection to a fresh schema of the server.
     private func withSchema<T: Sendable>(_ body: @escaping @Sendable (PostgresServer, String) throws -> T) async throws -> T {
-        let outcome = await ThreadResult { () -> Result<T, any Error> in
-            Result {
-                let server = try PostgresServer.shared()
-                return try body(server, try server.makeSchema())
-            }
-        }.value
-        return try outcome.get()
+        try await PostgresServer.onThread { server in try body(server, try server.makeSchema()) }
     }
 
     @Test func valuesComeBackAsTheyWereSent() async throws {

@@ -45,6 +45,13 @@ final class PostgresServer: Sendable {
         }
     }
 
+    /// Runs `body` with the process's server on a thread of its own, never on Swift's
+    /// cooperative pool: libpq calls block their thread until the answer.
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable (PostgresServer) throws -> T) async throws -> T {
+        let outcome = await ThreadResult { () -> Result<T, any Error> in Result { try body(try shared()) } }.value
+        return try outcome.get()
+    }
+
     /// A new empty schema, for one test: `search_path` of the connections it opens.
     func makeSchema() throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")

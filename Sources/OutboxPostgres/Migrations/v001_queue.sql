@@ -1,0 +1,65 @@
+-- Outbox's shared queue, schema version 1 (SPEC §9). PostgresSchema applies it in one
+-- transaction with search_path set to the schema Outbox owns, so no name here is qualified.
+-- Times are milliseconds since the epoch, as the local log keeps them; lease times are the
+-- database's own clock, so the instances' clocks never have to agree.
+
+-- One row per operation, with its request and its latest state. seq is arrival order: first in,
+-- first out within a priority, and the cursor of listings.
+CREATE TABLE operations (
+    seq             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id              uuid NOT NULL UNIQUE,
+    origin          text NOT NULL,
+    -- The ordering key; '' is the origin's default lane (a key is 1–255 visible characters,
+    -- so it is never empty).
+    lane            text NOT NULL,
+    idempotency_key text NOT NULL,
+    fingerprint     bytea NOT NULL,
+    credentials     bytea NOT NULL,
+    method          text NOT NULL,
+    target          text NOT NULL,
+    headers         bytea NOT NULL,
+    body            bytea NOT NULL,
+    priority        smallint NOT NULL CHECK (priority BETWEEN 0 AND 3),
+    tag             text,
+    depends_on      uuid,
+    created_at      bigint NOT NULL,
+    status          text NOT NULL CHECK (status IN ('pending', 'inProgress', 'completed', 'failed', 'conflict')),
+    -- Where the operation stands in its lane, higher first: written by the queue's one rule
+    -- (an attempted operation stays the head; priority orders only the rest).
+    lane_rank       smallint NOT NULL,
+    attempts        integer NOT NULL DEFAULT 0,
+    retry_count     integer NOT NULL DEFAULT 0,
+    last_attempt_at bigint,
+    next_attempt_at bigint,
+    last_error      text,
+    response        bytea,
+    conflict        bytea,
+    -- The instance that made the last attempt (null before any).
+    instance        text,
+    finished_at     bigint
+);
+
+-- A key is one operation per origin, whichever instance received it: the loser of a race
+-- finds the winner's row.
+CREATE UNIQUE INDEX operations_key ON operations (origin, idempotency_key);
+-- The next operation of a lane: the first row of this index for (origin, lane).
+CREATE INDEX operations_lane_next ON operations (origin, lane, lane_rank DESC, seq)
+    WHERE status IN ('pending', 'inProgress');
+-- Listings by status, in arrival order.
+CREATE INDEX operations_status ON operations (status, seq);
+-- Expiry of unfinished operations (ttlSeconds) and retention of finished ones.
+CREATE INDEX operations_unfinished_age ON operations (created_at) WHERE status IN ('pending', 'inProgress');
+CREATE INDEX operations_finished_at ON operations (finished_at) WHERE finished_at IS NOT NULL;
+
+-- One row per lane with unfinished work, and who delivers it. A claim sets holder and
+-- lease_until and raises fence; a write made under a claim names its fence, so an instance
+-- whose claim lapsed and was taken over can no longer change the lane's operations.
+CREATE TABLE lanes (
+    origin      text NOT NULL,
+    lane        text NOT NULL,
+    holder      text,
+    fence       bigint NOT NULL DEFAULT 0,
+    lease_until timestamptz,
+    PRIMARY KEY (origin, lane)
+);
+CREATE INDEX lanes_lease ON lanes (lease_until);
