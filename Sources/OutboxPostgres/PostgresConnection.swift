@@ -307,7 +307,8 @@ public final class PostgresConnection {
         return text.split(separator: "\n").joined(separator: "; ")
     }
 
-    private static func now() -> Double {
+    /// Monotonic seconds, for deadlines and durations.
+    static func now() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9

@@ -31,19 +31,28 @@ public final class PostgresThread: Sendable {
     /// Throws the body's error, or the `PostgresError` of opening the connection.
     public func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         let result: Result<T, any Error> = await withCheckedContinuation { continuation in
-            let accepted = enqueue { [self] in
-                do {
-                    let connection = try open()
-                    continuation.resume(returning: .success(try body(connection)))
-                } catch {
-                    if !(connection?.isOpen ?? false) { connection = nil }
-                    continuation.resume(returning: .failure(error))
-                }
+            submit { opened in
+                continuation.resume(returning: Result { try body(try opened.get()) })
             }
-            if !accepted { continuation.resume(returning: .failure(PostgresError(sqlState: nil, message: "the database thread is stopped"))) }
         }
         return try result.get()
     }
+
+    /// Hands `job` the open connection on the database thread, or the error of opening it (or
+    /// of the thread having stopped, then on the caller's thread). For callers that are not
+    /// async: the group commit, whose completions answer clients on their own.
+    public func submit(_ job: @escaping @Sendable (Result<PostgresConnection, PostgresError>) -> Void) {
+        let accepted = enqueue { [self] in
+            do throws(PostgresError) {
+                job(.success(try open()))
+            } catch {
+                job(.failure(error))
+            }
+        }
+        if !accepted { job(.failure(Self.stoppedError)) }
+    }
+
+    static let stoppedError = PostgresError(sqlState: nil, message: "the database thread is stopped")
 
     /// Ends the thread after the jobs already queued, closing the connection; waits for it.
     public func stop() {

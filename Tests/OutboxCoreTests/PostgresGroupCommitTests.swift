@@ -1,0 +1,191 @@
+import Foundation
+import OutboxPostgres
+import Synchronization
+import TestPrerequisites
+import Testing
+
+/// Group commit on a real PostgreSQL server: writes that wait while a transaction is on its way
+/// share the next one (seen in the rows' transaction ids), a write's statements are never split
+/// across transactions, its completion comes after its `COMMIT` (its rows are visible to another
+/// connection by then), one failing write fails alone, and a broken connection reports failure
+/// to every write of its batch, none of which committed.
+@Suite(.requires(PostgresServer.isInstalled, PostgresServer.missing))
+struct PostgresGroupCommitTests {
+    /// The completions of `count` writes, by write number, awaited without blocking the pool.
+    final class Completions: Sendable {
+        private let results = Mutex<[Int: Result<[PostgresResult], PostgresError>]>([:])
+        private let group = DispatchGroup()
+
+        init(_ count: Int) { for _ in 0..<count { group.enter() } }
+
+        func record(_ number: Int) -> PostgresGroupCommit.Completion {
+            { [self] result in
+                results.withLock { $0[number] = result }
+                group.leave()
+            }
+        }
+
+        /// Every result, once all have come (or what came within 30 s).
+        func all() async -> [Int: Result<[PostgresResult], PostgresError>] {
+            _ = await ThreadResult { [group] in group.wait(timeout: .now() + 30) }.value
+            return results.withLock { $0 }
+        }
+    }
+
+    /// A thread on a fresh schema whose work is held back until `release`: writes made before
+    /// then wait together, as writes that arrive during a slow commit do.
+    final class Held: Sendable {
+        let thread: PostgresThread
+        let gate = DispatchSemaphore(value: 0)
+        let backend = Mutex<Int?>(nil)
+
+        init(_ server: PostgresServer, schema: String) {
+            thread = PostgresThread(conninfo: server.conninfo(schema: schema))
+            thread.submit { [self] connection in
+                let pid = try? connection.get().execute("SELECT pg_backend_pid() AS pid").value(0, "pid")
+                backend.withLock { $0 = pid.flatMap { Int($0) } }
+                gate.wait()
+            }
+        }
+
+        func release() { gate.signal() }
+    }
+
+    private static func setUp(_ sql: String...) async throws -> (PostgresServer, String) {
+        try await PostgresServer.onThread { server in
+            let schema = try server.makeSchema()
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            for statement in sql { try connection.execute(statement) }
+            return (server, schema)
+        }
+    }
+
+    private static func query(_ server: PostgresServer, _ schema: String, _ sql: String) async throws -> PostgresResult {
+        try await PostgresServer.onThread { _ in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            return try connection.execute(sql)
+        }
+    }
+
+    @Test func writesThatWaitTogetherShareOneTransaction() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE t (writer int PRIMARY KEY, xid bigint)")
+        let held = Held(server, schema: schema)
+        defer { held.thread.stop() }
+        let commits = Mutex<[Int]>([])
+        let group = PostgresGroupCommit(thread: held.thread) { writes, _ in commits.withLock { $0.append(writes) } }
+        let completions = Completions(200)
+        for writer in 0..<200 {
+            group.write([("INSERT INTO t VALUES ($1, txid_current())", [.int64(Int64(writer))])], completion: completions.record(writer))
+        }
+        held.release()
+        let results = await completions.all()
+        #expect(results.count == 200)
+        #expect(results.values.allSatisfy { (try? $0.get())?.first?.affected == 1 })
+        let rows = try await Self.query(server, schema, "SELECT count(*) AS n, count(DISTINCT xid) AS transactions FROM t")
+        #expect(rows.value(0, "n") == "200")
+        #expect(rows.value(0, "transactions") == "1")
+        #expect(commits.withLock { $0 } == [200])
+    }
+
+    @Test func aTransactionHoldsAtMostItsStatementsAndNeverSplitsAWrite() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE a (writer int PRIMARY KEY, xid bigint)",
+                                                    "CREATE TABLE b (writer int PRIMARY KEY, xid bigint)")
+        let held = Held(server, schema: schema)
+        defer { held.thread.stop() }
+        let commits = Mutex<[Int]>([])
+        // 51 statements at most: 25 writes of two statements fit, the 26th waits for the next.
+        let group = PostgresGroupCommit(thread: held.thread, maxStatements: 51) { writes, _ in commits.withLock { $0.append(writes) } }
+        let completions = Completions(200)
+        for writer in 0..<200 {
+            group.write([("INSERT INTO a VALUES ($1, txid_current())", [.int64(Int64(writer))]),
+                         ("INSERT INTO b VALUES ($1, txid_current())", [.int64(Int64(writer))])],
+                        completion: completions.record(writer))
+        }
+        held.release()
+        let results = await completions.all()
+        #expect(results.values.allSatisfy { (try? $0.get())?.count == 2 })
+        #expect(commits.withLock { $0 } == Array(repeating: 25, count: 8))
+        let rows = try await Self.query(server, schema, """
+            SELECT count(*) AS n, count(DISTINCT a.xid) AS transactions, count(*) FILTER (WHERE a.xid <> b.xid) AS split
+              FROM a JOIN b USING (writer)
+            """)
+        #expect(rows.value(0, "n") == "200")
+        #expect(rows.value(0, "transactions") == "8")
+        #expect(rows.value(0, "split") == "0")
+    }
+
+    /// Each completion looks from a connection of its own: its write is already visible.
+    @Test func aWriteIsCompletedOnlyAfterItsCommit() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE t (writer int PRIMARY KEY)")
+        let observer = try await PostgresServer.onThread { server in
+            PostgresConnection.Sendable(try PostgresConnection(server.conninfo(schema: schema)))
+        }
+        defer { observer.connection.close() }
+        let thread = PostgresThread(conninfo: server.conninfo(schema: schema))
+        defer { thread.stop() }
+        let group = PostgresGroupCommit(thread: thread)
+        let seen = Mutex<[Int: String]>([:])
+        let completions = Completions(40)
+        for writer in 0..<40 {
+            let record = completions.record(writer)
+            group.write([("INSERT INTO t VALUES ($1)", [.int64(Int64(writer))])]) { result in
+                // Completions run one after another on the database thread: the observer is used by one at a time.
+                let visible = try? observer.connection.execute("SELECT count(*) AS n FROM t WHERE writer = $1", [.int64(Int64(writer))])
+                seen.withLock { $0[writer] = visible?.value(0, "n") ?? "error" }
+                record(result)
+            }
+        }
+        let results = await completions.all()
+        #expect(results.values.allSatisfy { (try? $0.get()) != nil })
+        #expect(seen.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<40).map { ($0, "1") }))
+    }
+
+    @Test func aWriteThatFailsFailsAloneAndTheOthersCommit() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (1000)")
+        let held = Held(server, schema: schema)
+        defer { held.thread.stop() }
+        let group = PostgresGroupCommit(thread: held.thread)
+        let completions = Completions(10)
+        for writer in 0..<10 {
+            let id = writer == 5 ? 1000 : writer
+            group.write([("INSERT INTO t VALUES ($1)", [.int64(Int64(id))])], completion: completions.record(writer))
+        }
+        held.release()
+        let results = await completions.all()
+        for writer in 0..<10 where writer != 5 { #expect((try? results[writer]?.get()) != nil, "write \(writer): \(String(describing: results[writer]))") }
+        guard case .failure(let error)? = results[5] else { Issue.record("the duplicate was committed: \(String(describing: results[5]))"); return }
+        #expect(error.sqlState == "23505")
+        let rows = try await Self.query(server, schema, "SELECT count(*) AS n FROM t")
+        #expect(rows.value(0, "n") == "10")
+    }
+
+    /// The batch's connection is cut before it commits: every write of the batch fails as a
+    /// connection failure and none is in the table; the next write reconnects and commits.
+    @Test func aBrokenConnectionFailsItsBatchAndTheNextWriteReconnects() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE t (writer int PRIMARY KEY)")
+        let held = Held(server, schema: schema)
+        defer { held.thread.stop() }
+        let group = PostgresGroupCommit(thread: held.thread)
+        let completions = Completions(10)
+        for writer in 0..<10 { group.write([("INSERT INTO t VALUES ($1)", [.int64(Int64(writer))])], completion: completions.record(writer)) }
+        // The held job has read its backend's pid before it blocks; cut that backend.
+        let pid = try await PostgresServer.onThread { _ -> Int? in
+            let deadline = Date().addingTimeInterval(20)
+            while held.backend.withLock({ $0 }) == nil && Date() < deadline { usleep(5_000) }
+            return held.backend.withLock { $0 }
+        }
+        let cut = try await Self.query(server, schema, "SELECT pg_terminate_backend(\(try #require(pid))) AS cut")
+        #expect(cut.value(0, "cut") == "t")
+        held.release()
+        let results = await completions.all()
+        #expect(results.count == 10)
+        #expect(results.values.allSatisfy { if case .failure(let error) = $0 { error.isConnectionFailure } else { false } }, "\(results)")
+        let after = Completions(1)
+        group.write([("INSERT INTO t VALUES (99)", [])], completion: after.record(0))
+        #expect((try? await after.all()[0]?.get()) != nil)
+        let rows = try await Self.query(server, schema, "SELECT string_agg(writer::text, ',') AS writers FROM t")
+        #expect(rows.value(0, "writers") == "99")
+    }
+}
