@@ -187,19 +187,32 @@ extension PostgresConnection {
         init(_ connection: PostgresConnection) { self.connection = connection }
     }
 
-    /// Waits (bounded, looking once more after the deadline) until `count` sessions wait for
-    /// the migration lock of `schema`, and returns how many do.
-    func waitFor(waiters count: Int, onLockOf schema: String, seconds: Double = 20) throws -> Int {
+    /// Waits (bounded, looking once more after the deadline) until `sql`'s first value reaches
+    /// `count`, and returns the last value it read: for states of other sessions that no event
+    /// announces (who waits for which lock).
+    func waitUntil(_ sql: String, _ parameters: [PostgresValue] = [], reaches count: Int, seconds: Double = 20) throws -> Int {
         let deadline = Date().addingTimeInterval(seconds)
         while true {
-            let result = try execute("""
-                SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                   AND classid = $1::bigint AND objid::bigint = (hashtext($2)::bigint + 4294967296) % 4294967296
-                """, [.int64(PostgresSchema.lockClass), .text(schema)])
-            let waiting = Int(result.value(0, "n") ?? "") ?? 0
-            if waiting >= count || Date() > deadline { return waiting }
+            let result = try execute(sql, parameters)
+            let value = result.rows.first?.first.flatMap { $0.flatMap { Int($0) } } ?? 0
+            if value >= count || Date() > deadline { return value }
             usleep(10_000)
         }
+    }
+
+    /// Waits until `count` sessions wait for the migration lock of `schema`; returns how many do.
+    func waitFor(waiters count: Int, onLockOf schema: String) throws -> Int {
+        try waitUntil("""
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND classid = $1::bigint AND objid::bigint = (hashtext($2)::bigint + 4294967296) % 4294967296
+            """, [.int64(PostgresSchema.lockClass), .text(schema)], reaches: count)
+    }
+
+    /// Waits until `count` sessions named `application` (libpq's `application_name`, one per
+    /// test, since the server is shared) wait for a lock; returns how many do.
+    func waitFor(lockWaiters count: Int, application: String) throws -> Int {
+        try waitUntil("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1",
+                      [.text(application)], reaches: count)
     }
 }

@@ -47,6 +47,7 @@ final class PostgresServer: Sendable {
 
     /// Runs `body` with the process's server on a thread of its own, never on Swift's
     /// cooperative pool: libpq calls block their thread until the answer.
+    @discardableResult
     static func onThread<T: Sendable>(_ body: @escaping @Sendable (PostgresServer) throws -> T) async throws -> T {
         let outcome = await ThreadResult { () -> Result<T, any Error> in Result { try body(try shared()) } }.value
         return try outcome.get()

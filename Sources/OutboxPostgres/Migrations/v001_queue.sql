@@ -51,15 +51,23 @@ CREATE INDEX operations_status ON operations (status, seq);
 CREATE INDEX operations_unfinished_age ON operations (created_at) WHERE status IN ('pending', 'inProgress');
 CREATE INDEX operations_finished_at ON operations (finished_at) WHERE finished_at IS NOT NULL;
 
--- One row per lane with unfinished work, and who delivers it. A claim sets holder and
--- lease_until and raises fence; a write made under a claim names its fence, so an instance
--- whose claim lapsed and was taken over can no longer change the lane's operations.
+-- One row per lane that has or had unfinished work, and who delivers it (PostgresLanes).
+-- unfinished counts the lane's pending and inProgress operations, changed in the transaction
+-- that adds or finishes one, under the row's lock: a lane is claimed only while it has work,
+-- and its row is removed only when the count is 0 after every transaction adding to it.
+-- A claim sets holder (a token unique to one run of one instance) and lease_until, and takes a
+-- new fence from lane_fences; every write made under a claim names the fence, so an instance
+-- whose claim lapsed and was taken over changes nothing any more. The sequence is shared so a
+-- lane's row, removed and made again, never hands out a fence it gave before.
+CREATE SEQUENCE lane_fences;
 CREATE TABLE lanes (
     origin      text NOT NULL,
     lane        text NOT NULL,
+    unfinished  bigint NOT NULL DEFAULT 0 CHECK (unfinished >= 0),
     holder      text,
     fence       bigint NOT NULL DEFAULT 0,
     lease_until timestamptz,
     PRIMARY KEY (origin, lane)
 );
-CREATE INDEX lanes_lease ON lanes (lease_until);
+-- The lanes of an origin an instance may claim: with work, and no live lease.
+CREATE INDEX lanes_with_work ON lanes (origin, lease_until) WHERE unfinished > 0;

@@ -1,0 +1,114 @@
+/// One instance's claim on one lane of the shared queue: while it holds, that instance alone
+/// delivers the lane's operations, and every write it makes for them names `fence`.
+public struct LaneClaim: Sendable, Hashable {
+    public let origin: String
+    /// The ordering key, `""` for the origin's default lane.
+    public let lane: String
+    public let fence: Int64
+
+    public init(origin: String, lane: String, fence: Int64) {
+        self.origin = origin
+        self.lane = lane
+        self.fence = fence
+    }
+}
+
+/// Which instance delivers each lane of the shared queue (SPEC §9): a lease table with fencing,
+/// the `lanes` table of the schema. An instance claims lanes that have work and no live lease
+/// for `leaseSeconds`, renews its claims while it delivers, and releases a lane it is done
+/// with. A lease that lapsed (the instance died, hung, or lost the database) is taken by the
+/// next instance that claims, with a new fence; the old holder's renewals and fenced writes
+/// then match no row, so it can no longer record an outcome for an operation another instance
+/// now delivers.
+///
+/// A table rather than advisory locks: a session lock lives on one connection, so it would tie
+/// each lane to a connection of a small pool, vanish with a connection that merely dropped
+/// while the instance still sends, and carry no fence that a write could be checked against.
+/// Lease times are the database's clock (`now()`), so instances' clocks need not agree.
+///
+/// The statements that add and finish operations keep each lane's `unfinished` count in the
+/// same transaction, under the lane row's lock: adders of one lane commit one after another
+/// (so arrival order in `seq` is commit order, also across instances), and a lane row is
+/// removed only when no transaction is adding to it.
+public enum PostgresLanes {
+    public typealias Statement = PostgresGroupCommit.Statement
+
+    /// Locks (making it if needed) the row of a lane an operation is about to be added to:
+    /// the first statement of an add, before the operation's `INSERT` takes its `seq`.
+    public static func enter(origin: String, lane: String) -> Statement {
+        ("INSERT INTO lanes (origin, lane) VALUES ($1, $2) ON CONFLICT (origin, lane) DO UPDATE SET unfinished = lanes.unfinished",
+         [.text(origin), .text(lane)])
+    }
+
+    /// Counts operation `id` as the lane's, if this transaction's `INSERT` of it took place
+    /// (an idempotency key already stored makes that `INSERT` do nothing).
+    public static func added(origin: String, lane: String, operation id: String) -> Statement {
+        ("""
+         UPDATE lanes SET unfinished = unfinished + 1 WHERE origin = $1 AND lane = $2
+            AND EXISTS (SELECT 1 FROM operations WHERE id = $3::uuid AND origin = $1 AND lane = $2)
+         """, [.text(origin), .text(lane), .text(id)])
+    }
+
+    /// Takes `count` finished (or removed) operations off the lane's count.
+    public static func finished(origin: String, lane: String, count: Int = 1) -> Statement {
+        ("UPDATE lanes SET unfinished = unfinished - $3 WHERE origin = $1 AND lane = $2",
+         [.text(origin), .text(lane), .int64(Int64(count))])
+    }
+
+    /// The condition a fenced write adds to its `WHERE` on `operations`: the operation's lane is
+    /// held by the holder and fence in parameters `$holder` and `$fence`.
+    public static func heldCondition(holder: Int, fence: Int) -> String {
+        "EXISTS (SELECT 1 FROM lanes l WHERE l.origin = operations.origin AND l.lane = operations.lane"
+            + " AND l.holder = $\(holder) AND l.fence = $\(fence))"
+    }
+
+    /// Claims up to `limit` lanes of `origin` that have work and no live lease, for
+    /// `leaseSeconds`, and returns them. Rows another instance is claiming at this moment are
+    /// skipped, not waited for.
+    public static func claim(_ connection: PostgresConnection, origin: String, holder: String, leaseSeconds: Double,
+                             limit: Int) throws(PostgresError) -> [LaneClaim] {
+        let result = try connection.execute("""
+            UPDATE lanes SET holder = $2, fence = nextval('lane_fences'), lease_until = now() + make_interval(secs => $3::float8)
+             WHERE (origin, lane) IN (
+                   SELECT origin, lane FROM lanes
+                    WHERE origin = $1 AND unfinished > 0 AND (lease_until IS NULL OR lease_until < now())
+                    ORDER BY lane LIMIT $4 FOR UPDATE SKIP LOCKED)
+            RETURNING origin, lane, fence
+            """, [.text(origin), .text(holder), .text(String(leaseSeconds)), .int64(Int64(limit))])
+        return claims(result)
+    }
+
+    /// Extends every lease `holder` still has by `leaseSeconds` and returns those claims: a
+    /// lane missing from the answer was taken over, and its deliveries must stop.
+    public static func renew(_ connection: PostgresConnection, holder: String,
+                             leaseSeconds: Double) throws(PostgresError) -> [LaneClaim] {
+        let result = try connection.execute("""
+            UPDATE lanes SET lease_until = now() + make_interval(secs => $2::float8) WHERE holder = $1
+            RETURNING origin, lane, fence
+            """, [.text(holder), .text(String(leaseSeconds))])
+        return claims(result)
+    }
+
+    /// Gives `claim` up (the lane waits, or has no work left) and removes the lane's row when it
+    /// has no work; false when the claim was no longer held.
+    @discardableResult
+    public static func release(_ connection: PostgresConnection, _ claim: LaneClaim, holder: String) throws(PostgresError) -> Bool {
+        let results = try connection.pipeline([
+            ("BEGIN", []),
+            ("UPDATE lanes SET holder = NULL, lease_until = NULL WHERE origin = $1 AND lane = $2 AND holder = $3 AND fence = $4",
+             [.text(claim.origin), .text(claim.lane), .text(holder), .int64(claim.fence)]),
+            ("DELETE FROM lanes WHERE origin = $1 AND lane = $2 AND unfinished = 0 AND holder IS NULL",
+             [.text(claim.origin), .text(claim.lane)]),
+            ("COMMIT", []),
+        ])
+        return results[1].affected == 1
+    }
+
+    private static func claims(_ result: PostgresResult) -> [LaneClaim] {
+        result.rows.indices.compactMap { row in
+            guard let origin = result.value(row, "origin"), let lane = result.value(row, "lane"),
+                  let fence = result.value(row, "fence").flatMap({ Int64($0) }) else { return nil }
+            return LaneClaim(origin: origin, lane: lane, fence: fence)
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import Foundation
+import OutboxPostgres
+import Synchronization
+import TestPrerequisites
+import Testing
+
+/// Lane claims on a real PostgreSQL server, as several instances make them: a lane with work
+/// goes to one holder at a time, a live lease is never taken and a lapsed one is, with a new
+/// fence that shuts the old holder out; the lane's count of unfinished work stays exact while
+/// adds and releases race, and adders of one lane commit in the order their `seq` says.
+@Suite(.requires(PostgresServer.isInstalled, PostgresServer.missing))
+struct PostgresLanesTests {
+    /// A migrated schema of its own, and connections to it named after it (so a test can watch
+    /// its own sessions wait).
+    struct Queue: Sendable {
+        let server: PostgresServer
+        let schema: String
+
+        var conninfo: String { server.conninfo(schema: schema) + " application_name=\(schema)" }
+
+        func connect() throws -> PostgresConnection { try PostgresConnection(conninfo) }
+
+        /// `body` on a connection of its own, started now on a thread of its own, so that it
+        /// can block on a lock while the test goes on.
+        func started<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) -> ThreadResult<Result<T, any Error>> {
+            ThreadResult {
+                Result {
+                    let connection = try PostgresConnection(conninfo)
+                    defer { connection.close() }
+                    return try body(connection)
+                }
+            }
+        }
+
+        /// How many of this queue's sessions wait for a lock, once `count` do (or the wait ran out).
+        func lockWaiters(_ count: Int) async throws -> Int {
+            try await PostgresServer.onThread { server in
+                let watcher = try PostgresConnection(server.conninfo)
+                defer { watcher.close() }
+                return try watcher.waitFor(lockWaiters: count, application: schema)
+            }
+        }
+
+        static func make() async throws -> Queue {
+            try await PostgresServer.onThread { server in
+                let schema = try server.makeSchema()
+                let connection = try PostgresConnection(server.conninfo)
+                defer { connection.close() }
+                _ = try PostgresSchema.migrate(connection, schema: schema)
+                return Queue(server: server, schema: schema)
+            }
+        }
+    }
+
+    /// The statements that add one pending operation to a lane, as the store sends them.
+    static func add(origin: String, lane: String, key: String, id: String = UUID().uuidString.lowercased()) -> [PostgresLanes.Statement] {
+        [PostgresLanes.enter(origin: origin, lane: lane),
+         ("""
+          INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                  priority, created_at, status, lane_rank)
+          VALUES ($1::uuid, $2, $3, $4, '\\x00', '\\x', 'POST', '/', '\\x', '\\x', 1, 0, 'pending', 1)
+          ON CONFLICT (origin, idempotency_key) DO NOTHING
+          """, [.text(id), .text(origin), .text(lane), .text(key)]),
+         PostgresLanes.added(origin: origin, lane: lane, operation: id)]
+    }
+
+    static func inTransaction(_ connection: PostgresConnection, _ statements: [PostgresLanes.Statement]) throws {
+        _ = try connection.pipeline([("BEGIN", [])] + statements.map { ($0.sql, $0.parameters) } + [("COMMIT", [])])
+    }
+
+    static func unfinished(_ connection: PostgresConnection, _ origin: String, _ lane: String) throws -> String? {
+        try connection.execute("SELECT unfinished FROM lanes WHERE origin = $1 AND lane = $2", [.text(origin), .text(lane)])
+            .rows.first?.first ?? nil
+    }
+
+    /// Three instances claim an origin's 20 lanes at the same moment, 30 times over: every lane
+    /// goes to exactly one of them each time.
+    @Test func instancesClaimingTogetherGetEachLaneOnce() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://claims.test"
+        try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            for lane in 0..<20 { try Self.inTransaction(connection, Self.add(origin: origin, lane: "k\(lane)", key: "key\(lane)")) }
+        }
+        for _ in 0..<30 {
+            let start = DispatchSemaphore(value: 0)
+            let claimers = (0..<3).map { number in
+                queue.started { connection in
+                    start.wait()
+                    return try PostgresLanes.claim(connection, origin: origin, holder: "instance-\(number)", leaseSeconds: 30, limit: 100)
+                }
+            }
+            for _ in 0..<3 { start.signal() }
+            var claimed: [[LaneClaim]] = []
+            for claimer in claimers { claimed.append(try await claimer.value.get()) }
+            let lanes = claimed.flatMap { $0.map(\.lane) }
+            #expect(lanes.count == 20, "\(claimed.map(\.count))")
+            #expect(Set(lanes).count == 20)
+            let held = claimed
+            try await PostgresServer.onThread { _ in
+                let connection = try queue.connect()
+                defer { connection.close() }
+                for (number, claims) in held.enumerated() {
+                    for claim in claims { #expect(try PostgresLanes.release(connection, claim, holder: "instance-\(number)")) }
+                }
+            }
+        }
+    }
+
+    @Test func aLiveLeaseIsKeptALapsedOneIsTakenWithAFenceThatShutsTheOldHolderOut() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://lease.test"
+        let outcome = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            let id = UUID().uuidString.lowercased()
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k", id: id))
+            let first = try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 10)
+            let whileLive = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 10)
+            // The lease runs out: a's instance stopped renewing it.
+            try connection.execute("UPDATE lanes SET lease_until = now() - interval '1 second' WHERE origin = $1", [.text(origin)])
+            let takeover = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 10)
+            let renewedByA = try PostgresLanes.renew(connection, holder: "a", leaseSeconds: 30)
+            let renewedByB = try PostgresLanes.renew(connection, holder: "b", leaseSeconds: 30)
+            func fencedWrite(_ holder: String, _ fence: Int64?) throws -> Int {
+                try connection.execute("UPDATE operations SET status = 'completed' WHERE id = $1::uuid AND "
+                                       + PostgresLanes.heldCondition(holder: 2, fence: 3),
+                                       [.text(id), .text(holder), .int64(fence ?? -1)]).affected
+            }
+            let writeByA = try fencedWrite("a", first.first?.fence)
+            let writeByB = try fencedWrite("b", takeover.first?.fence)
+            let releasedByA = try first.first.map { try PostgresLanes.release(connection, $0, holder: "a") }
+            return (first, whileLive, takeover, renewedByA, renewedByB, writeByA, writeByB, releasedByA)
+        }
+        let (first, whileLive, takeover, renewedByA, renewedByB, writeByA, writeByB, releasedByA) = outcome
+        #expect(first.map(\.lane) == [""])
+        #expect(whileLive.isEmpty)
+        #expect(takeover.map(\.lane) == [""])
+        #expect((takeover.first?.fence ?? 0) > (first.first?.fence ?? .max))
+        #expect(renewedByA.isEmpty)
+        #expect(renewedByB == takeover)
+        #expect(writeByA == 0)
+        #expect(writeByB == 1)
+        #expect(releasedByA == false)
+    }
+
+    @Test func aLaneWithoutWorkIsNotClaimedAndItsRowGoesWithTheRelease() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://empty.test"
+        let (claimedEmpty, row, again, fences) = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "k", key: "k1"))
+            let claim = try #require(try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first)
+            try connection.execute(PostgresLanes.finished(origin: origin, lane: "k").sql, PostgresLanes.finished(origin: origin, lane: "k").parameters)
+            // Held and without work: nobody else may claim it, and the holder's release removes it.
+            let claimedEmpty = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1)
+            try PostgresLanes.release(connection, claim, holder: "a")
+            let row = try Self.unfinished(connection, origin, "k")
+            // Made again by the next add: a fence it never gave before.
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "k", key: "k2"))
+            let again = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1)
+            return (claimedEmpty, row, again, (claim.fence, again.first?.fence ?? 0))
+        }
+        #expect(claimedEmpty.isEmpty)
+        #expect(row == nil)
+        #expect(again.map(\.lane) == ["k"])
+        #expect(fences.1 > fences.0)
+    }
+
+    /// An add is under way (its transaction has locked the lane's row and not committed) when
+    /// the lane's holder, with nothing left to do, releases it: the release waits for the add
+    /// and then leaves the row, with the new operation counted, for the next claim.
+    @Test func anAddInFlightKeepsTheLaneThatItsReleaseWouldRemove() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://race.test"
+        let claim = try await PostgresServer.onThread { _ -> LaneClaim in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k1"))
+            let claim = try #require(try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first)
+            let done = PostgresLanes.finished(origin: origin, lane: "")
+            try connection.execute(done.sql, done.parameters)
+            return claim
+        }
+        let adder = try await PostgresServer.onThread { _ in PostgresConnection.Sendable(try queue.connect()) }
+        defer { adder.connection.close() }
+        try await PostgresServer.onThread { _ in
+            _ = try adder.connection.pipeline([("BEGIN", [])] + Self.add(origin: origin, lane: "", key: "k2").map { ($0.sql, $0.parameters) })
+        }
+        let release = queue.started { connection in try PostgresLanes.release(connection, claim, holder: "a") }
+        #expect(try await queue.lockWaiters(1) == 1)
+        _ = try await PostgresServer.onThread { _ in try adder.connection.execute("COMMIT") }
+        #expect(try await release.value.get())
+        let (count, next) = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            return (try Self.unfinished(connection, origin, ""),
+                    try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1))
+        }
+        #expect(count == "1")
+        #expect(next.map(\.lane) == [""])
+    }
+
+    /// Two adds to one lane at once: the second waits for the first's commit before it takes
+    /// its `seq`, so a lane's order by `seq` is the order its operations became visible in, even
+    /// across instances (a deliverer never sees a later `seq` before an earlier one).
+    @Test func addsToOneLaneCommitInTheOrderOfTheirSeq() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://order.test"
+        let first = try await PostgresServer.onThread { _ in PostgresConnection.Sendable(try queue.connect()) }
+        defer { first.connection.close() }
+        let firstID = UUID().uuidString.lowercased()
+        let secondID = UUID().uuidString.lowercased()
+        try await PostgresServer.onThread { _ in
+            _ = try first.connection.pipeline([("BEGIN", [])]
+                + Self.add(origin: origin, lane: "", key: "k1", id: firstID).map { ($0.sql, $0.parameters) })
+        }
+        let second = queue.started { connection in
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k2", id: secondID))
+        }
+        #expect(try await queue.lockWaiters(1) == 1)
+        _ = try await PostgresServer.onThread { _ in try first.connection.execute("COMMIT") }
+        try await second.value.get()
+        let order = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            return try connection.execute("SELECT id::text FROM operations ORDER BY seq").rows.compactMap { $0[0] }
+        }
+        #expect(order == [firstID, secondID])
+    }
+
+    @Test func aKeyAlreadyStoredAddsNothingToItsLane() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://keys.test"
+        let (count, rows) = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "same"))
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "same"))
+            try Self.inTransaction(connection, Self.add(origin: "http://other.test", lane: "", key: "same"))
+            return (try Self.unfinished(connection, origin, ""), try connection.execute("SELECT count(*) FROM operations").rows[0][0])
+        }
+        #expect(count == "1")
+        #expect(rows == "2")
+    }
+}
