@@ -35,8 +35,9 @@ let package = Package(
         .target(name: "OutboxQueue",
                 dependencies: ["OutboxStorage", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
-        // libpq driven with deadlines on threads of its own: connections, pipelined statements.
-        .target(name: "OutboxPostgres", dependencies: ["CLibPQ"], resources: [.embedInCode("Migrations/v001_queue.sql")],
+        // libpq driven with deadlines on threads of its own: connections, group commit, lanes, the
+        // schema, and the operations' rows (made from Model's values, as Storage makes records).
+        .target(name: "OutboxPostgres", dependencies: ["CLibPQ", "OutboxModel", "OutboxHTTP"], resources: [.embedInCode("Migrations/v001_queue.sql")],
                 swiftSettings: releaseSettings),
         // Fault rules (what to fail, when, how often): values and counters only, shared by the
         // proxy's transports, the probes and the admin API.

@@ -58,7 +58,7 @@ struct PostgresLanesTests {
          ("""
           INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
                                   priority, created_at, status, lane_rank)
-          VALUES ($1::uuid, $2, $3, $4, '\\x00', '\\x', 'POST', '/', '\\x', '\\x', 1, 0, 'pending', 1)
+          VALUES ($1::uuid, $2, $3, $4, '\\x00', '\\x', 'POST', '/', '[]', '\\x', 1, 0, 'pending', 1)
           ON CONFLICT (origin, idempotency_key) DO NOTHING
           """, [.text(id), .text(origin), .text(lane), .text(key)]),
          PostgresLanes.added(origin: origin, lane: lane, operation: id)]

@@ -17,7 +17,8 @@ CREATE TABLE operations (
     credentials     bytea NOT NULL,
     method          text NOT NULL,
     target          text NOT NULL,
-    headers         bytea NOT NULL,
+    -- As sent upstream on every attempt: a JSON array of [name, value] pairs, in order.
+    headers         jsonb NOT NULL,
     body            bytea NOT NULL,
     priority        smallint NOT NULL CHECK (priority BETWEEN 0 AND 3),
     tag             text,
@@ -32,8 +33,17 @@ CREATE TABLE operations (
     last_attempt_at bigint,
     next_attempt_at bigint,
     last_error      text,
-    response        bytea,
-    conflict        bytea,
+    -- The upstream's answer once completed (response_*) or in conflict (conflict_*): status,
+    -- headers as a JSON array of [name, value] pairs, the body, or the length of a body too
+    -- long to keep (SPEC §4).
+    response_status   integer,
+    response_headers  jsonb,
+    response_body     bytea,
+    response_omitted  bigint,
+    conflict_status   integer,
+    conflict_headers  jsonb,
+    conflict_body     bytea,
+    conflict_omitted  bigint,
     -- The instance that made the last attempt (null before any).
     instance        text,
     finished_at     bigint
@@ -45,10 +55,11 @@ CREATE UNIQUE INDEX operations_key ON operations (origin, idempotency_key);
 -- The next operation of a lane: the first row of this index for (origin, lane).
 CREATE INDEX operations_lane_next ON operations (origin, lane, lane_rank DESC, seq)
     WHERE status IN ('pending', 'inProgress');
--- Listings by status, in arrival order.
+-- Listings by status, in arrival order; also expiry (ttlSeconds), which walks the unfinished
+-- oldest first and stops at the first one young enough. Every index costs each add an
+-- insertion, so there is no index on created_at of its own.
 CREATE INDEX operations_status ON operations (status, seq);
--- Expiry of unfinished operations (ttlSeconds) and retention of finished ones.
-CREATE INDEX operations_unfinished_age ON operations (created_at) WHERE status IN ('pending', 'inProgress');
+-- Retention of finished operations (completedRetentionSeconds): only finished rows are in it.
 CREATE INDEX operations_finished_at ON operations (finished_at) WHERE finished_at IS NOT NULL;
 
 -- One row per lane that has or had unfinished work, and who delivers it (PostgresLanes).

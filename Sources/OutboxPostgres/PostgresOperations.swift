@@ -1,0 +1,237 @@
+import Foundation
+import OutboxHTTP
+import OutboxModel
+
+/// The `operations` table: the statements the PostgreSQL store sends for an operation's row
+/// and the decoding of the rows it reads back, from and into Model's operation values, as
+/// Storage's record codec does for the local log. Headers are JSON arrays of `[name, value]`
+/// pairs (readable in `psql`), bodies `bytea`, times milliseconds since the epoch.
+///
+/// Every statement that finds operations is shaped for one index of the schema (the lane's
+/// next operation, a key, a status in arrival order), so none scans the table: the tests check
+/// the plans with `EXPLAIN` on a table of a few hundred thousand rows.
+public enum PostgresOperations {
+    public typealias Statement = PostgresGroupCommit.Statement
+
+    /// The columns of a summary: everything but headers, bodies and stored answers.
+    static let summaryColumns = """
+        seq, id::text AS id, origin, lane, idempotency_key, fingerprint, credentials, method, target, priority, tag,
+        depends_on::text AS depends_on, created_at, status, attempts, retry_count, last_attempt_at, next_attempt_at,
+        last_error, instance
+        """
+    static let answerColumns = """
+        response_status, response_headers::text AS response_headers, response_body, response_omitted,
+        conflict_status, conflict_headers::text AS conflict_headers, conflict_body, conflict_omitted
+        """
+    static let unfinished = "status IN ('pending', 'inProgress')"
+
+    /// One operation as a row gives it back.
+    public struct Row: Sendable, Equatable {
+        /// Arrival order in the shared queue: listings page by it.
+        public let seq: Int64
+        public let snapshot: OperationSnapshot
+        /// The instance that made the last attempt; nil before any.
+        public let instance: String?
+    }
+
+    /// Why a row could not be turned back into an operation: a column Outbox did not write.
+    public struct DecodeError: Error, Equatable, CustomStringConvertible {
+        public let column: String
+        public let value: String?
+        public var description: String { "operations.\(column): unreadable value \(value.map { "\"\($0.prefix(80))\"" } ?? "NULL")" }
+    }
+
+    // MARK: - Writes
+
+    /// Adds `request` in `state` to the shared queue, unless its origin holds its key already,
+    /// and reads back the operation holding the key (this one, or the one stored first, by any
+    /// instance): the lane's row is locked first (`PostgresLanes.enter`), so adds of one lane
+    /// commit in `seq` order, and the lane counts the operation only if it was inserted.
+    public static func add(_ request: OperationRequest, _ state: OperationState = OperationState()) throws -> [Statement] {
+        let body = try request.spilledBody.map { try $0.bytes().get() } ?? request.body
+        let lane = request.orderingKey ?? ""
+        let origin = request.origin.description
+        let id = request.id.lowercasedText
+        let insert: Statement = ("""
+            INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                    priority, tag, depends_on, created_at, status, lane_rank, attempts, retry_count,
+                                    last_attempt_at, next_attempt_at, last_error)
+            VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12, $13::uuid, $14, $15, $16, $17, $18, $19, $20, $21)
+            ON CONFLICT (origin, idempotency_key) DO NOTHING
+            """, [.text(id), .text(origin), .text(lane), .text(request.idempotencyKey), .bytes(request.fingerprint),
+                  .bytes(request.credentials), .text(request.method), .text(request.target), .text(headersJSON(request.headers)),
+                  .bytes(body), .int64(Int64(request.priority.rawValue)), optional(request.tag),
+                  optional(request.dependsOn?.lowercasedText), .int64(request.createdAt), .text(state.status.rawValue),
+                  .int64(Int64(request.priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
+                  .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
+                  optional(state.lastError)])
+        return [PostgresLanes.enter(origin: origin, lane: lane), insert,
+                PostgresLanes.added(origin: origin, lane: lane, operation: id),
+                byKey(request.idempotencyKey, origin: request.origin)]
+    }
+
+    /// Writes `state` as operation `id`'s latest, if its lane is held by `holder` under `fence`
+    /// (`PostgresLanes`) and it is not finished yet; the lane stops counting it when `state`
+    /// finishes it. The statement affects one row (the lane's) when the write took place, none
+    /// when the claim was lost or the operation had ended.
+    public static func record(_ id: UUID, _ state: OperationState, priority: OperationPriority, instance: String,
+                              holder: String, fence: Int64) -> [Statement] {
+        let response = answer(state.response)
+        let conflict = answer(state.conflict)
+        let update: Statement = ("""
+            WITH changed AS (
+                UPDATE operations SET status = $2, lane_rank = $3, attempts = $4, retry_count = $5, last_attempt_at = $6,
+                       next_attempt_at = $7, last_error = $8, instance = $9,
+                       response_status = $10, response_headers = $11::jsonb, response_body = $12, response_omitted = $13,
+                       conflict_status = $14, conflict_headers = $15::jsonb, conflict_body = $16, conflict_omitted = $17,
+                       finished_at = CASE WHEN $18 THEN $19::bigint END
+                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 20, fence: 21))
+                RETURNING origin, lane)
+            UPDATE lanes SET unfinished = unfinished - (CASE WHEN $18 THEN 1 ELSE 0 END)
+              FROM changed WHERE lanes.origin = changed.origin AND lanes.lane = changed.lane
+            """, [.text(id.lowercasedText), .text(state.status.rawValue),
+                  .int64(Int64(priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
+                  .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
+                  optional(state.lastError), .text(instance)] + response + conflict
+                + [.text(state.status.isFinished ? "true" : "false"), .int64(state.lastAttemptAt ?? WallClock.millis()),
+                   .text(holder), .int64(fence)])
+        return [update]
+    }
+
+    // MARK: - Reads
+
+    /// The summary of the operation of `origin` that holds `key`.
+    public static func byKey(_ key: String, origin: Origin) -> Statement {
+        ("SELECT \(summaryColumns) FROM operations WHERE origin = $1 AND idempotency_key = $2",
+         [.text(origin.description), .text(key)])
+    }
+
+    /// The summary of the operation a lane delivers next: its attempted head, else the first of
+    /// the highest priority.
+    public static func nextInLane(origin: Origin, orderingKey: String?) -> Statement {
+        ("""
+         SELECT \(summaryColumns) FROM operations WHERE origin = $1 AND lane = $2 AND \(unfinished)
+          ORDER BY lane_rank DESC, seq LIMIT 1
+         """, [.text(origin.description), .text(orderingKey ?? "")])
+    }
+
+    /// Up to `limit` summaries with `status`, in arrival order after `afterSeq`.
+    public static func list(status: OperationStatus, afterSeq: Int64 = 0, limit: Int) -> Statement {
+        ("SELECT \(summaryColumns) FROM operations WHERE status = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+         [.text(status.rawValue), .int64(afterSeq), .int64(Int64(limit))])
+    }
+
+    /// The whole operation `id`: summary, headers, body and stored answers.
+    public static func whole(_ id: UUID) -> Statement {
+        ("SELECT \(summaryColumns), headers::text AS headers, body, \(answerColumns) FROM operations WHERE id = $1::uuid",
+         [.text(id.lowercasedText)])
+    }
+
+    /// Row `row` of a summary read: the snapshot without stored answers (as the local index
+    /// gives listings), with the instance of its last attempt.
+    public static func summary(_ result: PostgresResult, row: Int) throws(DecodeError) -> Row {
+        func text(_ column: String) throws(DecodeError) -> String {
+            guard let value = result.value(row, column) else { throw DecodeError(column: column, value: nil) }
+            return value
+        }
+        func number(_ column: String) throws(DecodeError) -> Int64 {
+            guard let value = Int64(try text(column)) else { throw DecodeError(column: column, value: result.value(row, column)) }
+            return value
+        }
+        func optionalNumber(_ column: String) throws(DecodeError) -> Int64? {
+            guard let value = result.value(row, column) else { return nil }
+            guard let number = Int64(value) else { throw DecodeError(column: column, value: value) }
+            return number
+        }
+        func bytes(_ column: String) throws(DecodeError) -> [UInt8] {
+            guard let value = result.bytes(row, column) else { throw DecodeError(column: column, value: result.value(row, column)) }
+            return value
+        }
+        let originText = try text("origin")
+        guard let (origin, _) = Origin.parseAbsolute(originText + "/") else { throw DecodeError(column: "origin", value: originText) }
+        guard let id = UUID(uuidString: try text("id")) else { throw DecodeError(column: "id", value: result.value(row, "id")) }
+        let dependsOn = try result.value(row, "depends_on").map { value throws(DecodeError) -> UUID in
+            guard let uuid = UUID(uuidString: value) else { throw DecodeError(column: "depends_on", value: value) }
+            return uuid
+        }
+        guard let priority = OperationPriority(rawValue: Int(try number("priority"))) else {
+            throw DecodeError(column: "priority", value: result.value(row, "priority"))
+        }
+        guard let status = OperationStatus(rawValue: try text("status")) else {
+            throw DecodeError(column: "status", value: result.value(row, "status"))
+        }
+        let lane = try text("lane")
+        let state = OperationState(status: status, retryCount: Int(try number("retry_count")),
+                                   lastAttemptAt: try optionalNumber("last_attempt_at"),
+                                   nextAttemptAt: try optionalNumber("next_attempt_at"), lastError: result.value(row, "last_error"),
+                                   attempts: Int(try number("attempts")))
+        let snapshot = OperationSnapshot(id: id, origin: origin, method: try text("method"), target: try text("target"),
+                                         idempotencyKey: try text("idempotency_key"), fingerprint: try bytes("fingerprint"),
+                                         priority: priority, tag: result.value(row, "tag"), dependsOn: dependsOn,
+                                         createdAt: try number("created_at"), orderingKey: lane.isEmpty ? nil : lane,
+                                         credentials: try bytes("credentials"), state: state)
+        return Row(seq: try number("seq"), snapshot: snapshot, instance: result.value(row, "instance"))
+    }
+
+    /// Row `row` of a `whole` read: the request as it is replayed and the full latest state.
+    public static func whole(_ result: PostgresResult, row: Int) throws(DecodeError) -> (Row, OperationRequest) {
+        let summary = try summary(result, row: row)
+        let snapshot = summary.snapshot
+        guard let headersText = result.value(row, "headers"), let headers = headers(fromJSON: headersText) else {
+            throw DecodeError(column: "headers", value: result.value(row, "headers"))
+        }
+        guard let body = result.bytes(row, "body") else { throw DecodeError(column: "body", value: result.value(row, "body")) }
+        var state = snapshot.state
+        state.response = try answer(result, row: row, prefix: "response")
+        state.conflict = try answer(result, row: row, prefix: "conflict")
+        var whole = snapshot
+        whole.state = state
+        let request = OperationRequest(id: snapshot.id, origin: snapshot.origin, method: snapshot.method, target: snapshot.target,
+                                       headers: headers, body: body, idempotencyKey: snapshot.idempotencyKey,
+                                       fingerprint: snapshot.fingerprint, priority: snapshot.priority, tag: snapshot.tag,
+                                       dependsOn: snapshot.dependsOn, createdAt: snapshot.createdAt,
+                                       orderingKey: snapshot.orderingKey, credentials: snapshot.credentials)
+        return (Row(seq: summary.seq, snapshot: whole, instance: summary.instance), request)
+    }
+
+    // MARK: - Values
+
+    static func headersJSON(_ headers: HTTPHeaders) -> String {
+        JSON.array(headers.map { JSON.array([.string($0.name), .string($0.value)]) }).rendered()
+    }
+
+    static func headers(fromJSON text: String) -> HTTPHeaders? {
+        guard let pairs = (try? JSONReader.parse(Array(text.utf8)))?.arrayValue else { return nil }
+        var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(pairs.count)
+        for pair in pairs {
+            guard let items = pair.arrayValue, items.count == 2, let name = items[0].stringValue, let value = items[1].stringValue else {
+                return nil
+            }
+            fields.append((name, value))
+        }
+        return HTTPHeaders(fields)
+    }
+
+    private static func answer(_ response: StoredResponse?) -> [PostgresValue] {
+        guard let response else { return [.null, .null, .null, .null] }
+        return [.int64(Int64(response.status)), .text(headersJSON(response.headers)), .bytes(response.body),
+                optional(response.omittedBodySize.map(Int64.init))]
+    }
+
+    private static func answer(_ result: PostgresResult, row: Int, prefix: String) throws(DecodeError) -> StoredResponse? {
+        guard let statusText = result.value(row, prefix + "_status") else { return nil }
+        guard let status = Int(statusText) else { throw DecodeError(column: prefix + "_status", value: statusText) }
+        guard let headersText = result.value(row, prefix + "_headers"), let headers = headers(fromJSON: headersText) else {
+            throw DecodeError(column: prefix + "_headers", value: result.value(row, prefix + "_headers"))
+        }
+        guard let body = result.bytes(row, prefix + "_body") else {
+            throw DecodeError(column: prefix + "_body", value: result.value(row, prefix + "_body"))
+        }
+        let omitted = result.value(row, prefix + "_omitted")
+        return StoredResponse(status: status, headers: headers, body: body, omittedBodySize: omitted.flatMap { Int($0) })
+    }
+
+    private static func optional(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
+    private static func optional(_ value: Int64?) -> PostgresValue { value.map { .int64($0) } ?? .null }
+}
