@@ -17,6 +17,7 @@ public final class PostgresGroupCommit: Sendable {
 
     private struct Write {
         let statements: [Statement]
+        let lockOrder: String
         let completion: Completion
     }
 
@@ -42,9 +43,13 @@ public final class PostgresGroupCommit: Sendable {
 
     /// Commits `statements` together with whatever else is waiting, then calls `completion` on
     /// the database thread with their results in order, or with the error that stopped them.
-    public func write(_ statements: [Statement], completion: @escaping Completion) {
+    ///
+    /// `lockOrder` names the row the write locks first (a lane): a transaction runs its writes
+    /// sorted by it, keeping arrival order among equals, so two instances' transactions take
+    /// the rows they share in the same order and never deadlock.
+    public func write(_ statements: [Statement], lockOrder: String = "", completion: @escaping Completion) {
         let start = state.withLock { state -> Bool in
-            state.waiting.append(Write(statements: statements, completion: completion))
+            state.waiting.append(Write(statements: statements, lockOrder: lockOrder, completion: completion))
             defer { state.busy = true }
             return !state.busy
         }
@@ -77,7 +82,8 @@ public final class PostgresGroupCommit: Sendable {
                 taken += 1
             }
             defer { state.waiting.removeFirst(taken) }
-            return Array(state.waiting.prefix(taken))
+            // Swift's sort is stable: writes of one lane keep their arrival order.
+            return state.waiting.prefix(taken).sorted { $0.lockOrder < $1.lockOrder }
         }
     }
 

@@ -161,6 +161,35 @@ struct PostgresGroupCommitTests {
         #expect(rows.value(0, "n") == "10")
     }
 
+    /// Two instances' transactions lock the same two lane rows, which their writes name in
+    /// opposite orders, each write lingering after its lock: sorted by `lockOrder`, both take
+    /// the first row first, so one waits for the other instead of deadlocking (the database's
+    /// deadlock count stays as it was).
+    @Test func transactionsTakeSharedRowsInOneOrderAndNeverDeadlock() async throws {
+        let (server, schema) = try await Self.setUp("CREATE TABLE lanes (name text PRIMARY KEY, n int NOT NULL)",
+                                                    "INSERT INTO lanes VALUES ('a', 0), ('b', 0)")
+        let deadlocks = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        let before = try await Self.query(server, schema, deadlocks).rows[0][0]
+        let instances = [Held(server, schema: schema), Held(server, schema: schema)]
+        defer { for held in instances { held.thread.stop() } }
+        let completions = Completions(4)
+        for (number, held) in instances.enumerated() {
+            let group = PostgresGroupCommit(thread: held.thread)
+            for lane in number == 0 ? ["a", "b"] : ["b", "a"] {
+                group.write([("UPDATE lanes SET n = n + 1 WHERE name = $1", [.text(lane)]), ("SELECT pg_sleep(0.3)", [])],
+                            lockOrder: lane, completion: completions.record(number * 2 + (lane == "a" ? 0 : 1)))
+            }
+        }
+        for held in instances { held.release() }
+        let results = await completions.all()
+        #expect(results.count == 4)
+        #expect(results.values.allSatisfy { (try? $0.get()) != nil }, "\(results)")
+        let after = try await Self.query(server, schema, deadlocks).rows[0][0]
+        #expect(after == before)
+        let counts = try await Self.query(server, schema, "SELECT string_agg(n::text, ',' ORDER BY name) AS n FROM lanes")
+        #expect(counts.value(0, "n") == "2,2")
+    }
+
     /// The batch's connection is cut before it commits: every write of the batch fails as a
     /// connection failure and none is in the table; the next write reconnects and commits.
     @Test func aBrokenConnectionFailsItsBatchAndTheNextWriteReconnects() async throws {
