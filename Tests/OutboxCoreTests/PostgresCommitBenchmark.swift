@@ -62,13 +62,16 @@ struct PostgresCommitBenchmark {
         return (done.load(ordering: .relaxed), transactions.load(ordering: .relaxed), elapsed)
     }
 
-    /// `pgbench` at 64 clients, one 1 KiB row per transaction, for `seconds`: its tps.
-    static func pgbenchArm(_ server: PostgresServer, schema: String, seconds: Double) throws -> Double {
+    /// `pgbench` at 64 clients, one 1 KiB row per transaction, about `seconds` long: its tps.
+    /// It runs a count of transactions (`-t`, from `rate`, the last arm's, or a first guess)
+    /// rather than a time (`-T`): pgbench ends a timed run on `SIGALRM`, which a child of the
+    /// test process inherits blocked, so a timed run never ends.
+    static func pgbenchArm(_ server: PostgresServer, schema: String, seconds: Double, rate: Double) throws -> Double {
         let script = server.directory + "/insert-1k.sql"
         try "INSERT INTO \(schema).rows (body) VALUES (repeat('a', 1024));\n".write(toFile: script, atomically: true, encoding: .utf8)
         guard let bin = PostgresServer.binDirectory else { throw PostgresServer.StartError(description: PostgresServer.missing) }
         let (status, output) = try ChildProcess.run("\(bin)/pgbench", [
-            "-n", "-c", "64", "-j", "2", "-T", String(Int(seconds.rounded(.up))), "-f", script,
+            "-n", "-c", "64", "-j", "2", "-t", String(max(10, Int(rate * seconds / 64))), "-f", script,
             "-h", "127.0.0.1", "-p", String(server.port), "-U", "outbox", "postgres",
         ])
         guard status == 0, let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
@@ -95,10 +98,12 @@ struct PostgresCommitBenchmark {
             }
             try admin.execute("CREATE TABLE \(schema).rows (id bigserial PRIMARY KEY, body text NOT NULL)")
             var lines: [String] = []
+            var pgbenchRate = 5_000.0
             for round in 1...Self.rounds {
                 let (adds, transactions, elapsed) = Self.groupCommitArm(server, schema: schema, limit: nil, seconds: seconds)
                 let rate = Double(adds) / elapsed
-                let tps = try Self.pgbenchArm(server, schema: schema, seconds: seconds)
+                let tps = try Self.pgbenchArm(server, schema: schema, seconds: seconds, rate: pgbenchRate)
+                pgbenchRate = tps
                 lines.append(String(format: "postgres-bench: round %d: group commit %.0f adds/s (%.1f per transaction, %d connection%@)"
                                     + " | pgbench %.0f rows/s | ratio %.2f", round, rate, Double(adds) / Double(max(transactions, 1)),
                                     Self.connections, Self.connections == 1 ? "" : "s", tps, rate / tps))

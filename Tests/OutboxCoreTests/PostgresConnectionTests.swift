@@ -163,3 +163,31 @@ private final class Overlap: Sendable {
     func leave() { state.withLock { $0.inside -= 1 } }
     var most: Int { state.withLock { $0.most } }
 }
+
+/// A connection string described without its secrets, as logs, status and `check-config` show
+/// it, read by libpq's own parser from both of its forms.
+struct PostgresTargetTests {
+    @Test(arguments: [
+        "postgresql://outbox:s3cr%40t-pw@db.internal:6432/queue?sslmode=require",
+        "host=db.internal port=6432 dbname=queue user=outbox password='s3cr@t-pw' sslmode=require",
+    ])
+    func aTargetNamesHostPortDatabaseAndUserButNeverThePassword(_ conninfo: String) throws {
+        let target = try PostgresTarget(conninfo: conninfo)
+        #expect(target.description == "host db.internal, port 6432, database queue, user outbox")
+        #expect(target.hasPassword)
+        #expect(!"\(target)".contains("s3cr"))
+    }
+
+    @Test func whatTheStringLeavesOutIsLeftToLibpq() throws {
+        let target = try PostgresTarget(conninfo: "postgresql:///queue")
+        #expect(target.description == "database queue")
+        #expect(!target.hasPassword)
+        #expect(try PostgresTarget(conninfo: "").description == "libpq defaults")
+    }
+
+    @Test(arguments: ["host=db password='unterminated", "postgresql://outbox:pw@db/queue?bogus=1", "mysql://outbox:pw@db/queue"])
+    func anUnparsableStringIsRefusedWithoutQuotingIt(_ conninfo: String) {
+        let error = #expect(throws: PostgresTarget.Unparsable.self) { try PostgresTarget(conninfo: conninfo) }
+        #expect(error.map { !"\($0)".contains("pw") && !"\($0)".contains("unterminated") } == true)
+    }
+}
