@@ -1,5 +1,6 @@
 import CLibPQ
 import Glibc
+import OutboxModel
 
 /// What a statement failed with: PostgreSQL's SQLSTATE when the server answered (class `53`
 /// is out of space, `57014` a statement timeout, `23505` a unique violation), nil when the
@@ -165,12 +166,7 @@ public final class PostgresConnection {
             }
         }
         guard PQexitPipelineMode(conn) == 1 else { throw fail() }
-        if let firstError {
-            // A failed statement inside BEGIN leaves the transaction aborted, and the skipped
-            // COMMIT did not end it: end it here, so the next statement starts clean.
-            if PQtransactionStatus(conn) == PQTRANS_INERROR { _ = try? pipeline([("ROLLBACK", [])]) }
-            throw firstError
-        }
+        if let firstError { throw endingFailedTransaction(firstError) }
         return results
     }
 
@@ -190,43 +186,44 @@ public final class PostgresConnection {
             let status = PQresultStatus(result)
             if status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && firstError == nil { firstError = Self.error(of: result) }
         }
-        if let firstError {
-            if PQtransactionStatus(conn) == PQTRANS_INERROR { _ = try? pipeline([("ROLLBACK", [])]) }
-            throw firstError
-        }
+        if let firstError { throw endingFailedTransaction(firstError) }
+    }
+
+    /// `error`, after rolling back the transaction it left aborted: a failed statement inside
+    /// `BEGIN` aborts it, and the `COMMIT` the server then skipped did not end it, so the next
+    /// statement would fail too.
+    private func endingFailedTransaction(_ error: PostgresError) -> PostgresError {
+        if let connection, PQtransactionStatus(connection) == PQTRANS_INERROR { _ = try? pipeline([("ROLLBACK", [])]) }
+        return error
     }
 
     // MARK: - I/O with deadlines
 
     private static func send(_ conn: OpaquePointer, _ sql: String, _ parameters: [PostgresValue]) -> Int32 {
-        // Text parameters as C strings, bytes as binary (format 1): kept alive for the call.
-        var storage: [[UInt8]] = []
+        // Every parameter's bytes in one buffer (text NUL-terminated, bytes as they are, in
+        // libpq's binary format 1), so one pointer into it serves them all for the call.
+        var buffer: [UInt8] = []
+        var offsets: [Int] = []
         var lengths: [Int32] = []
         var formats: [Int32] = []
-        var isNull: [Bool] = []
+        offsets.reserveCapacity(parameters.count)
+        lengths.reserveCapacity(parameters.count)
+        formats.reserveCapacity(parameters.count)
         for parameter in parameters {
+            offsets.append(buffer.count)
             switch parameter {
-            case .text(let text): storage.append(Array(text.utf8) + [0]); lengths.append(0); formats.append(0); isNull.append(false)
-            case .int64(let value): storage.append(Array(String(value).utf8) + [0]); lengths.append(0); formats.append(0); isNull.append(false)
-            case .bytes(let bytes): storage.append(bytes.isEmpty ? [0] : bytes); lengths.append(Int32(bytes.count)); formats.append(1); isNull.append(false)
-            case .null: storage.append([0]); lengths.append(0); formats.append(0); isNull.append(true)
+            case .text(let text): buffer.append(contentsOf: text.utf8); buffer.append(0); lengths.append(0); formats.append(0)
+            case .int64(let value): buffer.append(contentsOf: String(value).utf8); buffer.append(0); lengths.append(0); formats.append(0)
+            case .bytes(let bytes): buffer.append(contentsOf: bytes); lengths.append(Int32(bytes.count)); formats.append(1)
+            case .null: offsets[offsets.count - 1] = -1; lengths.append(0); formats.append(0)
             }
         }
-        return withPointers(storage, 0) { pointers in
-            var values: [UnsafePointer<CChar>?] = pointers.enumerated().map { isNull[$0.offset] ? nil : $0.element }
-            return values.withUnsafeMutableBufferPointer { values in
-                PQsendQueryParams(conn, sql, Int32(parameters.count), nil, values.baseAddress, lengths, formats, 0)
-            }
-        }
-    }
-
-    /// Calls `body` with a stable C pointer to each of `buffers` (nested so each stays valid).
-    private static func withPointers<R>(_ buffers: [[UInt8]], _ index: Int, _ done: [UnsafePointer<CChar>] = [],
-                                        _ body: ([UnsafePointer<CChar>]) -> R) -> R {
-        if index == buffers.count { return body(done) }
-        return buffers[index].withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { chars in
-                withPointers(buffers, index + 1, done + [chars.baseAddress!], body)
+        buffer.append(0)  // an empty last value still points inside the buffer
+        return buffer.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { chars in
+                let base = chars.baseAddress
+                let values: [UnsafePointer<CChar>?] = offsets.map { offset in offset < 0 ? nil : base.map { $0 + offset } }
+                return PQsendQueryParams(conn, sql, Int32(parameters.count), nil, values, lengths, formats, 0)
             }
         }
     }
@@ -308,9 +305,5 @@ public final class PostgresConnection {
     }
 
     /// Monotonic seconds, for deadlines and durations.
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-    }
+    static func now() -> Double { Double(MonotonicClock.nanos()) / 1e9 }
 }
