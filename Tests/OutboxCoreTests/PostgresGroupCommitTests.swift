@@ -38,12 +38,15 @@ struct PostgresGroupCommitTests {
         let thread: PostgresThread
         let gate = DispatchSemaphore(value: 0)
         let backend = Mutex<Int?>(nil)
+        /// Signalled once `backend` holds the held job's backend pid.
+        let backendKnown = DispatchSemaphore(value: 0)
 
         init(_ server: PostgresServer, schema: String) {
             thread = PostgresThread(conninfo: server.conninfo(schema: schema))
             thread.submit { [self] connection in
                 let pid = try? connection.get().execute("SELECT pg_backend_pid() AS pid").value(0, "pid")
                 backend.withLock { $0 = pid.flatMap { Int($0) } }
+                backendKnown.signal()
                 gate.wait()
             }
         }
@@ -201,8 +204,7 @@ struct PostgresGroupCommitTests {
         for writer in 0..<10 { group.write([("INSERT INTO t VALUES ($1)", [.int64(Int64(writer))])], completion: completions.record(writer)) }
         // The held job has read its backend's pid before it blocks; cut that backend.
         let pid = try await PostgresServer.onThread { _ -> Int? in
-            let deadline = Date().addingTimeInterval(20)
-            while held.backend.withLock({ $0 }) == nil && Date() < deadline { usleep(5_000) }
+            _ = held.backendKnown.wait(timeout: .now() + 20)
             return held.backend.withLock { $0 }
         }
         let cut = try await Self.query(server, schema, "SELECT pg_terminate_backend(\(try #require(pid))) AS cut")
