@@ -37,7 +37,7 @@ let package = Package(
                 swiftSettings: releaseSettings),
         // libpq driven with deadlines on threads of its own: connections, group commit, lanes, the
         // schema, and the operations' rows (made from Model's values, as Storage makes records).
-        .target(name: "OutboxPostgres", dependencies: ["CLibPQ", "OutboxModel", "OutboxHTTP"], resources: [.embedInCode("Migrations/v001_queue.sql")],
+        .target(name: "OutboxPostgres", dependencies: ["CLibPQ", "OutboxQueue", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"], resources: [.embedInCode("Migrations/v001_queue.sql"), .embedInCode("Migrations/v002_lane_pokes.sql")],
                 swiftSettings: releaseSettings),
         // Fault rules (what to fail, when, how often): values and counters only, shared by the
         // proxy's transports, the probes and the admin API.
@@ -53,7 +53,8 @@ let package = Package(
                                "OutboxHTTP", "CSystem"],
                 swiftSettings: releaseSettings),
         .target(name: "OutboxService",
-                dependencies: ["OutboxProxy", "OutboxAdmin", "OutboxReplay", "OutboxNet", "OutboxQueue", "OutboxStorage", "OutboxFaults",
+                dependencies: ["OutboxProxy", "OutboxAdmin", "OutboxReplay", "OutboxNet", "OutboxQueue", "OutboxStorage", "OutboxPostgres",
+                               "OutboxFaults",
                                "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
         // The admin commands (`outbox status`, `drain`, …): a client of the admin API over HTTP,
@@ -63,13 +64,15 @@ let package = Package(
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
                                    "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "OutboxPostgres", "CSystem",
-                                   "CTestParallelism", "TestPrerequisites"]),
+                                   "CTestParallelism", "TestPrerequisites", "TestPostgres"]),
         // Linked into the test binary for its load-time effect: how many tests run at once.
         .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),
         // What a test needs from the machine: skipped without it, failed without it under CI=true.
         .target(name: "TestPrerequisites", path: "Tests/TestPrerequisites"),
+        // A private PostgreSQL server for the tests of both test targets (initdb into a temp dir).
+        .target(name: "TestPostgres", dependencies: ["OutboxPostgres"], path: "Tests/TestPostgres"),
         // The harness digests bodies with the product's SHA-256 (checked on its own by the core tests).
-        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "TestPrerequisites", "outbox"]),
+        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "TestPrerequisites", "TestPostgres", "outbox"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -110,13 +110,13 @@ package struct AdminAPI: Sendable {
                             extraHeaders: [("Content-Security-Policy", "frame-ancestors 'none'")],
                             raw: ("text/html; charset=utf-8", dashboardPage))
         case .status:
-            return Response(status: 200, body: status())
+            return Response(status: 200, body: await status())
         case .events:
             var response = Response(status: 200, body: .null)
             response.streamsEvents = true
             return response
         case .operations where reading:
-            return try listOperations(request.query)
+            return try await listOperations(request.query)
         case .operations:
             let status = try Self.statusFilter(request.query)
             let removed = await queue.deleteAll(status: status)
@@ -131,7 +131,7 @@ package struct AdminAPI: Sendable {
             // The first pass over the body, while the queue checks its record piece by piece:
             // text or base64, and how long. The view then streams it (SPEC §6).
             var scan = BodyJSONForm.Scan()
-            guard let view = queue.view(uuid, visitingBody: { scan.add($0) }) else { throw .noOperation(id) }
+            guard let view = await queue.view(uuid, visitingBody: { scan.add($0) }) else { throw .noOperation(id) }
             return Response(status: 200, streamed: detail(view, bodyForm: scan.form, pretty: request.pretty))
         case .retry(let id):
             guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
@@ -154,9 +154,11 @@ package struct AdminAPI: Sendable {
             return Response(status: 202, body: .object([("flushed", .bool(true))]))
         case .metrics:
             let origins = queue.origins
-            let text = metrics.render(counts: queue.counts, origins: origins,
-                                      activeLanes: origins.map { ($0.origin, queue.activeLanes(origin: $0.origin)) },
-                                      oldestPendingAgeSeconds: queue.oldestPendingAgeSeconds, storageBytes: queue.storageBytes)
+            var activeLanes: [(Origin, Int)] = []
+            for origin in origins { activeLanes.append((origin.origin, await queue.activeLanes(origin: origin.origin))) }
+            let text = metrics.render(counts: await queue.counts, origins: origins, activeLanes: activeLanes,
+                                      oldestPendingAgeSeconds: await queue.oldestPendingAgeSeconds,
+                                      storageBytes: await queue.storageBytes)
             return Response(status: 200, body: .null, raw: ("text/plain; version=0.0.4; charset=utf-8", text))
         case .faults where reading:
             return Response(status: 200, body: .object([("faults", .array(faults.rendered()))]))
@@ -187,7 +189,7 @@ package struct AdminAPI: Sendable {
         case .drain:
             let timeout = try Self.seconds(request.query, "timeoutSeconds", atMost: 3600) ?? 30
             let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
-            return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + countMembers()))
+            return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + (await countMembers())))
         }
     }
 
@@ -219,28 +221,38 @@ package struct AdminAPI: Sendable {
         }
     }
 
-    private func status() -> JSON {
+    private func status() async -> JSON {
+        var origins: [JSON] = []
+        for origin in queue.origins {
+            origins.append(.object([
+                ("origin", .string(origin.origin.description)), ("online", .bool(origin.online)),
+                ("pending", .int(await queue.unfinishedCount(origin: origin.origin))),
+                ("lastError", .string(origin.lastError)),
+                ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+            ]))
+        }
+        let store = await queue.store
+        let counts = await countMembers()
+        let damaged = await queue.storageDamagedRecords
+        let oldest = await queue.oldestPendingAgeSeconds
         let now = WallClock.millis()
         return .object([
             ("connectivity", .string(queue.connectivityMode)),
-            ("origins", .array(queue.origins.map { origin in
-                .object([
-                    ("origin", .string(origin.origin.description)), ("online", .bool(origin.online)),
-                    ("pending", .int(queue.unfinishedCount(origin: origin.origin))),
-                    ("lastError", .string(origin.lastError)),
-                    ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
-                ])
-            })),
-            ("counts", .object(countMembers())),
-            ("storage", .object([("damagedRecords", .int(queue.storageDamagedRecords))])),
-            ("oldestPendingAgeSeconds", queue.oldestPendingAgeSeconds.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("origins", .array(origins)),
+            ("counts", .object(counts)),
+            ("storage", .object([("damagedRecords", .int(damaged))])),
+            ("store", .object([
+                ("kind", .string(store.kind)), ("reachable", .bool(store.reachable)), ("lastError", .string(store.lastError)),
+                ("instance", .string(store.instance)),
+            ])),
+            ("oldestPendingAgeSeconds", oldest.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
             ("uptimeSeconds", .double(Double(now - startedAt) / 1000)),
             ("version", .string(version)),
         ] + statusSettings)
     }
 
-    private func countMembers() -> [(String, JSON)] {
-        let counts = queue.counts
+    private func countMembers() async -> [(String, JSON)] {
+        let counts = await queue.counts
         return OperationStatus.allCases.map { ($0.rawValue, .int(counts[$0] ?? 0)) }
     }
 
@@ -277,7 +289,7 @@ package struct AdminAPI: Sendable {
         }
     }
 
-    private func listOperations(_ query: [String: String]) throws(AdminError) -> Response {
+    private func listOperations(_ query: [String: String]) async throws(AdminError) -> Response {
         let status = try Self.statusFilter(query)
         let limit = try Self.integer(query, "limit", in: 1...1000) ?? 100
         var after: UUID?
@@ -285,7 +297,7 @@ package struct AdminAPI: Sendable {
             guard let cursor = UUID(uuidString: text) else { throw .invalid(field: "after", expected: "an operation id") }
             after = cursor
         }
-        let page = queue.list(status: status, tag: query["tag"], origin: query["origin"], orderingKey: query["orderingKey"],
+        let page = await queue.list(status: status, tag: query["tag"], origin: query["origin"], orderingKey: query["orderingKey"],
                               after: after, limit: limit)
         return Response(status: 200, body: .object([
             ("operations", .array(page.items.map { summary($0) })),
@@ -311,6 +323,7 @@ package struct AdminAPI: Sendable {
             ("nextAttemptAt", Self.shownNextAttempt(op.state.nextAttemptAt, now: WallClock.millis())
                 .map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
             ("lastError", .string(op.state.lastError)),
+            ("instance", .string(op.instance)),
         ]
     }
 

@@ -6,6 +6,7 @@ extension CommandLineParser {
                  [--data-dir DIR] [--log-level debug|info|warn|error]
           outbox check-config [--config FILE] [flags as for serve]
           outbox ca [--force] [--config FILE] [--data-dir DIR]
+          outbox migrate [--config FILE]
           outbox status | health | ops [FILTERS] | op ID | drain [--timeout S] | offline
                  | online | retry ID | fault add|list|clear   [--admin URL] [--config FILE] [--json]
           outbox --help | --version
@@ -18,12 +19,16 @@ extension CommandLineParser {
                          "outbox listening on http://HOST:PORT" on stderr once it accepts
                          connections; SIGTERM or SIGINT stop it cleanly.
           check-config   Validate the configuration and print it, with every default filled
-                         in, as JSON on stdout. The admin token prints as "[set]".
+                         in, as JSON on stdout. The admin token and a database password
+                         print as "[set]".
           ca             Print the interception CA certificate (PEM) on stdout, for clients
                          to trust. Unless tls.intercept names CA files, it is created in
                          DIR/ca/ at first need, limited to the config's tls.intercept.hosts.
                          --force replaces it (new key) with one for the current hosts;
                          restart a running Outbox afterwards.
+          migrate        Create or migrate the PostgreSQL store's schema (queue.store
+                         "postgres", queue.postgres.url or OUTBOX_POSTGRES_URL) and print
+                         its version. Instances also migrate at start.
 
         Admin commands (ask a running Outbox's admin API, print a summary; --json prints the
         API's JSON instead):
@@ -67,12 +72,14 @@ extension CommandLineParser {
           OUTBOX_ADMIN_TOKEN     Overrides admin.token (admin requests then need
                                  "Authorization: Bearer TOKEN"); the admin commands send it
           OUTBOX_ADMIN_URL       Where the admin commands find the admin API
+          OUTBOX_POSTGRES_URL    Overrides queue.postgres.url; libpq's PG* variables and
+                                 ~/.pgpass fill in what it leaves out
 
         Exit status:
-          0  clean shutdown, or help/version/check-config/ca/an admin command succeeded
+          0  clean shutdown, or help/version/check-config/ca/migrate/an admin command succeeded
           1  runtime failure (port in use, data directory not writable, ...); for an
              admin command: the API answered an error or could not be reached
-          2  usage or configuration error
+          2  usage or configuration error; a PostgreSQL schema newer than this outbox
           3  drain: drained, but some operations ended failed or conflict
           4  drain: not drained within the timeout
         """

@@ -4,7 +4,7 @@ import OutboxModel
 /// no environment; `ConfigLoader` does that with the options it returns.
 public enum CommandLineParser {
     /// The commands that run Outbox itself or work on its files.
-    static let serviceCommands = ["serve", "check-config", "ca"]
+    static let serviceCommands = ["serve", "check-config", "ca", "migrate"]
     /// Every command word, in the order `--help` and the usage errors name them; the docs list
     /// each (a test checks).
     public static let commands = serviceCommands + AdminCommandLineParser.commandWords
@@ -102,6 +102,7 @@ public enum CommandLineParser {
         switch command {
         case "check-config": return .checkConfig(options)
         case "ca": return .ca(options, force: wantsForce)
+        case "migrate": return .migrate(options)
         default: return .serve(options)
         }
     }

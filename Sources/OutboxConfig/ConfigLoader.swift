@@ -3,7 +3,8 @@ import OutboxModel
 import OutboxTelemetry
 
 /// Builds the effective configuration from its three sources, in rising
-/// precedence: the config file, the command-line flags, `OUTBOX_ADMIN_TOKEN`.
+/// precedence: the config file, the command-line flags, `OUTBOX_ADMIN_TOKEN` and
+/// `OUTBOX_POSTGRES_URL`.
 public enum ConfigLoader {
     /// Config files are small; a bound keeps `--config /dev/zero` from eating memory.
     static let maxFileBytes = 1 << 20
@@ -11,7 +12,8 @@ public enum ConfigLoader {
     /// Reads the file named by options.configPath, else by environment["OUTBOX_CONFIG"], else
     /// defaults; then applies flags (--listen, --upstream, --data-dir, --log-level; each validated
     /// with an error naming the flag: `--listen: expected HOST:PORT, got "x"`), then
-    /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token; last, `admin.listen` must not be the
+    /// environment["OUTBOX_ADMIN_TOKEN"] over admin.token and environment["OUTBOX_POSTGRES_URL"]
+    /// over queue.postgres.url (`store: "postgres"` needs one of them); last, `admin.listen` must not be the
     /// `listen` address (port 0 excepted: each picks its own port), and every file a `tls` key names
     /// must be readable (`checkReadable`). A missing/unreadable file or invalid
     /// JSON is a ConfigError naming the file (and line/column if you can get it cheaply).
@@ -61,6 +63,16 @@ public enum ConfigLoader {
                 throw ConfigError("OUTBOX_ADMIN_TOKEN: expected visible ASCII without spaces")
             }
             config.admin.token = token
+        }
+        if let url = environment["OUTBOX_POSTGRES_URL"], !url.isEmpty {
+            // The value may hold a password: the message must not echo it.
+            guard OutboxConfig.Queue.Postgres.isValidURL(url) else {
+                throw ConfigError("OUTBOX_POSTGRES_URL: expected a connection string without NUL or line breaks")
+            }
+            config.queue.postgres.url = url
+        }
+        if config.queue.store == .postgres, config.queue.postgres.url == nil {
+            throw ConfigError("queue.postgres.url: required when queue.store is \"postgres\" (or set OUTBOX_POSTGRES_URL)")
         }
         // Checked on the merged result: a `--listen` flag may move the main listener away from
         // an `admin.listen` that the file gave the same address.

@@ -7,6 +7,9 @@ public enum OutboxCommand: Sendable, Equatable {
     /// Print the interception CA certificate (PEM) to stdout, creating it first when needed
     /// (`outbox ca …`); with `force` (`--force`), replace it with a new one.
     case ca(CommandLineOptions, force: Bool)
+    /// Create or migrate the PostgreSQL store's schema and print its version (`outbox migrate
+    /// …`): exit 0 done, 1 the database failed, 2 the config is invalid or the schema newer.
+    case migrate(CommandLineOptions)
     /// Ask a running Outbox's admin API (`outbox status`, `health`, `ops`, `op`, `drain`, `offline`,
     /// `online`, `retry`, `fault add|list|clear`) and print the answer.
     case admin(AdminInvocation)

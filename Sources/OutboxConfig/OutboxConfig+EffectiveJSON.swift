@@ -4,10 +4,12 @@ extension OutboxConfig {
     /// The effective config as pretty JSON in `config.example.json`'s key order (what
     /// `check-config` prints), every key present, the extension keys `logLevel` and
     /// `limits.shutdownTimeoutSeconds` included; `parse(json: effectiveJSON()) == self` holds
-    /// whenever `admin.token` is nil.
+    /// whenever `admin.token` and `queue.postgres.url` are nil.
     /// A set token prints as `"[set]"` so secrets never reach a terminal or a log. No trailing
     /// newline.
-    public func effectiveJSON() -> String {
+    /// `showingURL` turns `queue.postgres.url` into what may be shown: by default `"[set]"`;
+    /// the service passes libpq's reading of it with only the password replaced.
+    public func effectiveJSON(showingURL: (String) -> String = { _ in "[set]" }) -> String {
         let document: [(key: String, value: JSON)] = [
             ("listen", .string(listen.description)),
             ("upstream", upstream.map { .string($0.description) } ?? .null),
@@ -25,6 +27,14 @@ extension OutboxConfig {
                 ("ttlSeconds", .double(queue.ttlSeconds)),
                 ("completedRetentionSeconds", .double(queue.completedRetentionSeconds)),
                 ("unavailableStatuses", .array(queue.unavailableStatuses.map { .int($0) })),
+                ("store", .string(queue.store.rawValue)),
+                ("postgres", .object([
+                    ("url", queue.postgres.url.map { .string(showingURL($0)) } ?? .null),
+                    ("schema", .string(queue.postgres.schema)),
+                    ("maxConnections", .int(queue.postgres.maxConnections)),
+                    ("leaseSeconds", .double(queue.postgres.leaseSeconds)),
+                    ("instanceName", .string(queue.postgres.instanceName)),
+                ])),
             ])),
             ("replay", .object([
                 ("maxConcurrentPerOrigin", .int(replay.maxConcurrentPerOrigin)),

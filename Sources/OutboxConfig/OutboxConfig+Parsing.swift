@@ -85,9 +85,54 @@ extension OutboxConfig.Queue {
             case "ttlSeconds": ttlSeconds = try field.seconds()
             case "completedRetentionSeconds": completedRetentionSeconds = try field.seconds()
             case "unavailableStatuses": unavailableStatuses = try field.statuses()
+            case "store": store = try field.enumeration(Store.self)
+            case "postgres": postgres = try Postgres(field)
             default: throw field.unknownKey()
             }
         }
+    }
+}
+
+extension OutboxConfig.Queue.Postgres {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        self.init()
+        for (key, field) in try object.members() {
+            switch key {
+            case "url":
+                // Never echoed: the string may hold a password.
+                url = try field.optionalString()
+                if let url, !Self.isValidURL(url) { throw field.error("expected a non-empty connection string without NUL or line breaks") }
+            case "schema":
+                schema = try field.string()
+                guard Self.isValidSchema(schema) else { throw field.invalid("a schema name of 1 to 63 bytes without NUL") }
+            case "maxConnections": maxConnections = try field.integer(in: 2...100, "integer 2-100")
+            case "leaseSeconds":
+                leaseSeconds = try field.seconds()
+                guard leaseSeconds >= 0.5, leaseSeconds <= 3600 else { throw field.invalid("seconds 0.5-3600") }
+            case "instanceName":
+                instanceName = try field.optionalString()
+                if let name = instanceName, !Self.isValidInstanceName(name) {
+                    throw field.invalid("1 to 100 visible characters")
+                }
+            default: throw field.unknownKey()
+            }
+        }
+    }
+
+    /// A connection string libpq can be handed: any text but empty, a NUL (a C string ends there)
+    /// or a line break (it would split a log line if libpq quoted it).
+    static func isValidURL(_ text: String) -> Bool {
+        !text.isEmpty && !text.utf8.contains { $0 == 0 || $0 == 0x0A || $0 == 0x0D }
+    }
+
+    /// A name PostgreSQL keeps whole (NAMEDATALEN 64 with its terminator) and libpq can carry.
+    static func isValidSchema(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 63 && !name.utf8.contains(0)
+    }
+
+    /// Shown in views and stored in rows: printable, no control characters, short.
+    static func isValidInstanceName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 100 && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 }
 

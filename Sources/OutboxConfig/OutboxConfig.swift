@@ -33,8 +33,38 @@ public struct OutboxConfig: Sendable, Equatable {
         public var completedRetentionSeconds: Double = 86_400
         /// Upstream statuses that mean "unreachable", each 100...599.
         public var unavailableStatuses = [502, 503, 504]
+        /// Where the queue lives: `dataDirectory` (the default) or a PostgreSQL database that
+        /// several instances share (SPEC §9).
+        public var store: Store = .local
+        /// `queue.postgres`: the shared store's database, used when `store` is `postgres`.
+        public var postgres = Postgres()
         /// The documented defaults.
         public init() {}
+
+        /// `queue.store`.
+        public enum Store: String, Sendable, Equatable, CaseIterable {
+            case local
+            case postgres
+        }
+
+        /// `queue.postgres` (SPEC §9).
+        public struct Postgres: Sendable, Equatable {
+            /// A libpq connection URI or `key=value` string; `OUTBOX_POSTGRES_URL` overrides it.
+            /// May hold a password: it is shown as `[set]`, never as itself.
+            public var url: String? = nil
+            /// The schema Outbox owns: its tables, created and migrated at start. 1–63 bytes.
+            public var schema = "outbox"
+            /// Database connections of one instance (≥ 2: one carries the group commit, the
+            /// others reads and lane claims).
+            public var maxConnections = 4
+            /// How long a lane claim lasts unless renewed; a dead instance's lanes are taken
+            /// over once it lapses (> 0).
+            public var leaseSeconds: Double = 10
+            /// This instance's name in status and operation views; nil: host name and pid.
+            public var instanceName: String? = nil
+            /// The documented defaults.
+            public init() {}
+        }
     }
 
     /// `replay`: how stored operations are delivered.

@@ -23,6 +23,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case noUpstream = "no_upstream"
     case upstreamUnavailable = "upstream_unavailable"
     case localResourcesExhausted = "local_resources_exhausted"
+    case storeUnavailable = "store_unavailable"
     case gatewayTimeout = "gateway_timeout"
     case httpVersionNotSupported = "http_version_not_supported"
     case insufficientStorage = "insufficient_storage"
@@ -45,7 +46,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .headerTooLarge: 431
         case .notImplemented: 501
         case .badGateway, .noUpstream: 502
-        case .upstreamUnavailable, .localResourcesExhausted: 503
+        case .upstreamUnavailable, .localResourcesExhausted, .storeUnavailable: 503
         case .gatewayTimeout: 504
         case .httpVersionNotSupported: 505
         case .insufficientStorage: 507

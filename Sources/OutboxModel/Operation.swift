@@ -28,11 +28,12 @@ public enum OperationPriority: Int, Sendable, Comparable, CaseIterable {
 
     /// Where an unfinished operation of this priority stands in its lane, higher first, ties
     /// in arrival order (SPEC §4): an operation once attempted stays the lane's head until it
-    /// ends, so it outranks every priority; the others are ordered by priority. The local
-    /// index keeps this order with a started slot and a heap per priority; the PostgreSQL store
-    /// writes it into each row's `lane_rank`.
+    /// ends, so it outranks every priority; the others are ordered by priority, and so are
+    /// several attempted ones (after a crash, every operation whose attempt was marked). The
+    /// local index keeps this order with a heap of started operations and a heap per priority;
+    /// the PostgreSQL store writes it into each row's `lane_rank`.
     public func laneRank(attempted: Bool) -> Int {
-        attempted ? OperationPriority.allCases.count : rawValue
+        attempted ? OperationPriority.allCases.count + rawValue : rawValue
     }
 
     public var name: String {

@@ -70,6 +70,12 @@ public struct OperationSnapshot: Sendable, Equatable {
         get { fields.values.credentials }
         set { unique().values.credentials = newValue }
     }
+    /// The instance that made its last attempt (SPEC §9); nil before any, or where the store
+    /// does not say.
+    public var instance: String? {
+        get { fields.values.instance }
+        set { unique().values.instance = newValue }
+    }
     /// The latest state. Where a reader does not need them (recovery, listings), `response` and
     /// `conflict` are left nil: their bodies stay on disk.
     public var state: OperationState {
@@ -85,7 +91,8 @@ public struct OperationSnapshot: Sendable, Equatable {
                 createdAt: Int64, orderingKey: String? = nil, credentials: [UInt8] = [], state: OperationState) {
         fields = Fields(Values(id: id, origin: origin, method: method, target: target, idempotencyKey: idempotencyKey,
                                fingerprint: fingerprint, priority: priority, tag: tag, dependsOn: dependsOn,
-                               createdAt: createdAt, orderingKey: orderingKey, credentials: credentials, state: state))
+                               createdAt: createdAt, orderingKey: orderingKey, credentials: credentials, state: state,
+                               instance: nil))
     }
 
     /// The snapshot of `request` in `state`.
@@ -132,6 +139,7 @@ public struct OperationSnapshot: Sendable, Equatable {
         var orderingKey: String?
         var credentials: [UInt8]
         var state: OperationState
+        var instance: String?
     }
 }
 

@@ -38,8 +38,9 @@ public struct PostgresResult: Sendable {
     /// Rows a command touched (`INSERT 0 3` → 3), 0 for one that names none.
     public let affected: Int
 
+    /// The value at `row` of `column`; nil for NULL, an unknown column or a row past the end.
     public func value(_ row: Int, _ column: String) -> String? {
-        guard let index = columns.firstIndex(of: column) else { return nil }
+        guard rows.indices.contains(row), let index = columns.firstIndex(of: column) else { return nil }
         return rows[row][index]
     }
 
@@ -91,6 +92,9 @@ public final class PostgresConnection {
             switch status {
             case PGRES_POLLING_OK:
                 guard PQsetnonblocking(conn, 1) == 0 else { throw fail() }
+                // libpq prints the server's notices (`relation … already exists, skipping`) on
+                // stderr by default, between the log's lines: they are dropped instead.
+                PQsetNoticeProcessor(conn, { _, _ in }, nil)
                 return
             case PGRES_POLLING_FAILED:
                 throw fail()

@@ -5,11 +5,14 @@ public struct LaneClaim: Sendable, Hashable {
     /// The ordering key, `""` for the origin's default lane.
     public let lane: String
     public let fence: Int64
+    /// The claim took the lane from another holder whose lease had lapsed (a takeover).
+    public let takenOver: Bool
 
-    public init(origin: String, lane: String, fence: Int64) {
+    public init(origin: String, lane: String, fence: Int64, takenOver: Bool = false) {
         self.origin = origin
         self.lane = lane
         self.fence = fence
+        self.takenOver = takenOver
     }
 }
 
@@ -68,12 +71,13 @@ public enum PostgresLanes {
     public static func claim(_ connection: PostgresConnection, origin: String, holder: String, leaseSeconds: Double,
                              limit: Int) throws(PostgresError) -> [LaneClaim] {
         let result = try connection.execute("""
+            WITH free AS (
+                SELECT origin, lane, holder AS previous FROM lanes
+                 WHERE origin = $1 AND unfinished > 0 AND (lease_until IS NULL OR lease_until < now())
+                 ORDER BY lane LIMIT $4 FOR UPDATE SKIP LOCKED)
             UPDATE lanes SET holder = $2, fence = nextval('lane_fences'), lease_until = now() + make_interval(secs => $3::float8)
-             WHERE (origin, lane) IN (
-                   SELECT origin, lane FROM lanes
-                    WHERE origin = $1 AND unfinished > 0 AND (lease_until IS NULL OR lease_until < now())
-                    ORDER BY lane LIMIT $4 FOR UPDATE SKIP LOCKED)
-            RETURNING origin, lane, fence
+              FROM free WHERE lanes.origin = free.origin AND lanes.lane = free.lane
+            RETURNING lanes.origin, lanes.lane, lanes.fence, free.previous IS NOT NULL AS taken_over
             """, [.text(origin), .text(holder), .text(String(leaseSeconds)), .int64(Int64(limit))])
         return claims(result)
     }
@@ -108,7 +112,7 @@ public enum PostgresLanes {
         result.rows.indices.compactMap { row in
             guard let origin = result.value(row, "origin"), let lane = result.value(row, "lane"),
                   let fence = result.value(row, "fence").flatMap({ Int64($0) }) else { return nil }
-            return LaneClaim(origin: origin, lane: lane, fence: fence)
+            return LaneClaim(origin: origin, lane: lane, fence: fence, takenOver: result.value(row, "taken_over") == "t")
         }
     }
 }

@@ -219,7 +219,7 @@ public enum PostgresOperations {
                 optional(response.omittedBodySize.map(Int64.init))]
     }
 
-    private static func answer(_ result: PostgresResult, row: Int, prefix: String) throws(DecodeError) -> StoredResponse? {
+    static func answer(_ result: PostgresResult, row: Int, prefix: String) throws(DecodeError) -> StoredResponse? {
         guard let statusText = result.value(row, prefix + "_status") else { return nil }
         guard let status = Int(statusText) else { throw DecodeError(column: prefix + "_status", value: statusText) }
         guard let headersText = result.value(row, prefix + "_headers"), let headers = headers(fromJSON: headersText) else {

@@ -21,6 +21,7 @@ public enum PostgresSchema {
     /// same (a test checks that both agree).
     public static let migrations: [Migration] = [
         Migration(version: 1, name: "queue", sql: String(decoding: PackageResources.v001_queue_sql, as: UTF8.self)),
+        Migration(version: 2, name: "lane_pokes", sql: String(decoding: PackageResources.v002_lane_pokes_sql, as: UTF8.self)),
     ]
 
     /// The version this binary migrates a schema to.

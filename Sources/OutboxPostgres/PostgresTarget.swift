@@ -22,6 +22,29 @@ public struct PostgresTarget: Sendable, Equatable, CustomStringConvertible {
     }
 
     public init(conninfo: String) throws(Unparsable) {
+        let values = try Self.parse(conninfo)
+        host = values["host"] ?? values["hostaddr"]
+        port = values["port"]
+        database = values["dbname"]
+        user = values["user"]
+        hasPassword = !(values["password"] ?? "").isEmpty
+    }
+
+    /// `conninfo` as it may be shown (`check-config`): as written when it holds no password,
+    /// else libpq's reading of it as `key=value` pairs with the password as `[set]`.
+    public static func shown(_ conninfo: String) -> String {
+        guard let values = try? parse(conninfo) else { return "[unparsable: not shown]" }
+        guard let password = values["password"], !password.isEmpty else { return conninfo }
+        return values.sorted { $0.key < $1.key }.map { key, value in
+            let shown = key == "password" ? "[set]" : value
+            let plain = !shown.isEmpty && !shown.contains { $0 == " " || $0 == "'" || $0 == "\\" }
+            return "\(key)=" + (plain ? shown : "'" + shown.replacingOccurrences(of: "\\", with: "\\\\")
+                .replacingOccurrences(of: "'", with: "\\'") + "'")
+        }.joined(separator: " ")
+    }
+
+    /// The keywords libpq reads from `conninfo` and their values (only those it sets).
+    private static func parse(_ conninfo: String) throws(Unparsable) -> [String: String] {
         var message: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(conninfo, &message) else {
             if let message { PQfreemem(message) }
@@ -34,11 +57,7 @@ public struct PostgresTarget: Sendable, Equatable, CustomStringConvertible {
             if let value = option.pointee.val { values[String(cString: keyword)] = String(cString: value) }
             option += 1
         }
-        host = values["host"] ?? values["hostaddr"]
-        port = values["port"]
-        database = values["dbname"]
-        user = values["user"]
-        hasPassword = !(values["password"] ?? "").isEmpty
+        return values
     }
 
     /// `host 127.0.0.1, port 5432, database outbox, user outbox`, each part only when the

@@ -12,16 +12,26 @@ public final class PostgresThread: Sendable {
         var stopped = false
     }
     private let state = Mutex(State())
+    /// Set while a job runs: the connection is in use.
+    private let running = Atomic<Bool>(false)
+
+    /// Whether a job is running on the thread's connection now.
+    public var isBusy: Bool { running.load(ordering: .relaxed) }
     private let ready = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private let conninfo: String
     private let timeoutSeconds: Double
+    /// Run on every connection as it opens, before any job sees it (the schema's
+    /// `search_path`, a statement timeout): a failure closes it and fails the job.
+    private let setup: @Sendable (PostgresConnection) throws(PostgresError) -> Void
     /// Touched only on the thread (a job runs there): hence unchecked.
     private nonisolated(unsafe) var connection: PostgresConnection?
 
-    public init(conninfo: String, timeoutSeconds: Double = 10, name: String = "outbox-postgres") {
+    public init(conninfo: String, timeoutSeconds: Double = 10, name: String = "outbox-postgres",
+                setup: @escaping @Sendable (PostgresConnection) throws(PostgresError) -> Void = { _ throws(PostgresError) in }) {
         self.conninfo = conninfo
         self.timeoutSeconds = timeoutSeconds
+        self.setup = setup
         let thread = Thread { [self] in loop() }
         thread.name = name
         thread.start()
@@ -79,6 +89,12 @@ public final class PostgresThread: Sendable {
         if let connection, connection.isOpen { return connection }
         connection = nil
         let opened = try PostgresConnection(conninfo, timeoutSeconds: timeoutSeconds)
+        do {
+            try setup(opened)
+        } catch {
+            opened.close()
+            throw error
+        }
         connection = opened
         return opened
     }
@@ -90,7 +106,9 @@ public final class PostgresThread: Sendable {
                 defer { state.jobs.removeAll() }
                 return (state.jobs, state.stopped)
             }
+            running.store(true, ordering: .relaxed)
             for job in jobs { job() }
+            running.store(false, ordering: .relaxed)
             if stopped && state.withLock({ $0.jobs.isEmpty }) { break }
         }
         connection?.close()

@@ -134,6 +134,12 @@ struct ExchangeStateMachine {
 
     var isStoring: Bool { state == .storing }
 
+    /// The whole body is in and `reader` is deciding what to do with it (a store's answer may
+    /// come later, on another turn of the loop).
+    func isDeciding(for reader: Reader) -> Bool {
+        state == .buffering(.complete, for: reader)
+    }
+
     /// Whether request body bytes may be read from the client.
     enum BodyGate: Equatable {
         case open

@@ -23,6 +23,9 @@ enum ProxyError: Error, Equatable {
     case keyInUse(String)
     /// The queue cannot take more: `maxOperations` reached or the disk is full.
     case insufficientStorage(String)
+    /// The queue's store cannot be reached (the PostgreSQL store's database is down): nothing
+    /// was stored, try again later.
+    case storeUnavailable(String)
     /// A request body beyond `limits.bodyMemoryBytes` could not be written to (or read back
     /// from) its spill file in `dataDirectory`.
     case bodyNotKept(String)
@@ -65,6 +68,7 @@ enum ProxyError: Error, Equatable {
         case .keyReused: .idempotencyKeyReused
         case .keyInUse: .idempotencyKeyInUse
         case .insufficientStorage, .bodyNotKept: .insufficientStorage
+        case .storeUnavailable: .storeUnavailable
         }
     }
 
@@ -97,6 +101,7 @@ enum ProxyError: Error, Equatable {
         case .keyInUse(let header):
             "\(header) belongs to a request made with other credentials (Authorization, Cookie, Proxy-Authorization)"
         case .insufficientStorage(let reason): "the queue cannot store this request: \(reason)"
+        case .storeUnavailable(let reason): "the queue's store is unavailable, nothing was stored: \(reason)"
         case .bodyNotKept(let reason): "the request body could not be kept in the data directory: \(reason)"
         }
     }

@@ -532,7 +532,9 @@ final class ProxyExchange: UpstreamResponseHandler {
         }
     }
 
-    /// The whole request is here: gather what the queue knows about it, then decide.
+    /// The whole request is here: gather what the queue knows about it, then decide. A store
+    /// that reads from memory answers at once, on this loop; one that asks a database answers
+    /// later, and the decision is made when its answer is back on the loop.
     private func decideQueueable(_ queue: QueueGateway) {
         guard let origin else { return }
         let key = IdempotencyKeyHeader(head.headers, name: client.context.idempotencyHeader)
@@ -541,38 +543,88 @@ final class ProxyExchange: UpstreamResponseHandler {
         case .given(let given): idempotencyKey = given
         case .invalid, .repeated: break  // refused, so nothing to look up
         }
-        var known = QueueDecision.KnownKey.unknown
+        let connectivity = connectivity(of: origin, in: queue)
+        if queue.readsAtOnce {
+            decide(key: key, connectivity: connectivity, queue: queue, origin: origin)
+            return
+        }
+        if case .invalid = key {
+            carryOut(.reject(.invalidKey), queue)
+            return
+        }
+        if case .repeated = key {
+            carryOut(.reject(.repeatedKey), queue)
+            return
+        }
+        var question = QueueQuestion(origin: origin, key: nil, orderingKey: control.orderingKey,
+                                     laneMatters: connectivity == .online && !control.forceQueue, dependsOn: control.dependsOn)
+        if case .given = key { question.key = idempotencyKey }
+        let bound = LoopBound(value: self, loop: client.loop)
+        queue.lookUp(question) { facts in
+            bound.loop.execute { bound.value.factsArrived(facts, key: key, connectivity: connectivity) }
+        }
+    }
+
+    /// The store's answer to the question `decideQueueable` asked: decided now, unless the
+    /// client went away meanwhile.
+    private func factsArrived(_ facts: QueueFacts, key: IdempotencyKeyHeader, connectivity: QueueDecision.Connectivity) {
+        guard machine.isDeciding(for: .queue), let queue = client.context.queue else { return }
+        if let reason = facts.unavailable {
+            carryOut(.reject(.storeUnavailable(reason)), queue)
+            return
+        }
+        if let dependency = facts.dependency {
+            lookedUpDependency = dependency.map { .resolved($0) } ?? .unresolved(control.dependsOn ?? "")
+        }
+        decide(key: key, connectivity: connectivity, known: facts.existing, laneHasQueued: facts.laneHasQueued,
+               dependency: lookedUpDependency ?? .absent, queue: queue)
+    }
+
+    /// `Outbox-Depends-On` as the store resolved it when its answers came later: a forward that
+    /// finds the origin unreachable stores with it, rather than asking again from the loop.
+    private var lookedUpDependency: QueueDecision.Dependency?
+
+    /// The decision with the facts read at once from a store that keeps them in memory.
+    private func decide(key: IdempotencyKeyHeader, connectivity: QueueDecision.Connectivity, queue: QueueGateway, origin: Origin) {
         // Only a client's key can name a stored operation: a key made up just now is a fresh
         // random UUID, so its lookup (a lock and a hash probe per POST) is skipped.
+        var known: Result<OperationSnapshot?, QueueReadError> = .success(nil)
         if case .given = key {
-            let existing: OperationSnapshot?
-            do {
-                existing = try queue.operation(withKey: idempotencyKey, origin: origin)
-            } catch {
-                // The key is taken but its operation unreadable: storing or forwarding again could
-                // deliver it twice.
-                fail(.insufficientStorage("\(error)"))
-                return
-            }
-            if let existing {
-                guard let digest = bodyFingerprint() else { return }
-                fingerprint = digest
-                let stored = existing.state.status == .completed ? existing.state.response : nil
-                // Compared only where a stored response could be given back: a 202 for a pending
-                // operation tells nothing the key does not.
-                let sameCredentials = stored == nil || IdempotencyKey.credentials(in: head.headers) == existing.credentials
-                known = .operation(existing, storedResponse: stored, sameCredentials: sameCredentials)
-            }
+            known = Result { () throws(QueueReadError) in try queue.operation(withKey: idempotencyKey, origin: origin) }
         }
-        let connectivity = connectivity(of: origin, in: queue)
         // The lane matters only to a request that could be forwarded: one that is stored anyway
         // skips the lookup, and with it the index's lock, which the log's writer takes for every
         // record it indexes.
         let laneHasQueued = connectivity == .online && !control.forceQueue
             && queue.hasQueued(origin, orderingKey: control.orderingKey)
+        decide(key: key, connectivity: connectivity, known: known, laneHasQueued: laneHasQueued,
+               dependency: dependency(in: queue), queue: queue)
+    }
+
+    private func decide(key: IdempotencyKeyHeader, connectivity: QueueDecision.Connectivity,
+                        known existing: Result<OperationSnapshot?, QueueReadError>, laneHasQueued: Bool,
+                        dependency: QueueDecision.Dependency, queue: QueueGateway) {
+        var known = QueueDecision.KnownKey.unknown
+        switch existing {
+        case .failure(let error):
+            // The key is taken but its operation unreadable: storing or forwarding again could
+            // deliver it twice.
+            fail(.insufficientStorage("\(error)"))
+            return
+        case .success(let existing?):
+            guard let digest = bodyFingerprint() else { return }
+            fingerprint = digest
+            let stored = existing.state.status == .completed ? existing.state.response : nil
+            // Compared only where a stored response could be given back: a 202 for a pending
+            // operation tells nothing the key does not.
+            let sameCredentials = stored == nil || IdempotencyKey.credentials(in: head.headers) == existing.credentials
+            known = .operation(existing, storedResponse: stored, sameCredentials: sameCredentials)
+        case .success(nil):
+            break
+        }
         let request = QueueDecision.Request(
             key: key, known: known, fingerprint: fingerprint, connectivity: connectivity,
-            laneHasQueued: laneHasQueued, forceQueue: control.forceQueue, dependency: dependency(in: queue))
+            laneHasQueued: laneHasQueued, forceQueue: control.forceQueue, dependency: dependency)
         carryOut(QueueDecision.decide(request), queue)
     }
 
@@ -582,6 +634,7 @@ final class ProxyExchange: UpstreamResponseHandler {
     }
 
     private func dependency(in queue: QueueGateway) -> QueueDecision.Dependency {
+        if let lookedUpDependency { return lookedUpDependency }
         guard let reference = control.dependsOn, let origin else { return .absent }
         guard let id = queue.resolveDependency(reference, origin: origin) else { return .unresolved(reference) }
         return .resolved(id)

@@ -134,6 +134,7 @@ enum QueueDecision: Equatable, Sendable {
         // Another client stored a different request under the key meanwhile.
         case .failure(.keyConflict): .reject(.keyReused)
         case .failure(.full(let reason)), .failure(.storage(let reason)): .reject(.insufficientStorage(reason))
+        case .failure(.unavailable(let reason)): .reject(.storeUnavailable(reason))
         }
     }
 }

@@ -22,6 +22,8 @@ enum QueueRefusal: Equatable, Sendable {
     case unknownDependency(String)
     /// The queue is full, or its storage failed: `507`.
     case insufficientStorage(String)
+    /// The queue's store cannot be reached: `503` with `Retry-After`, nothing stored.
+    case storeUnavailable(String)
 
     /// The error answered, naming the configured idempotency header and, for a request the
     /// queue cannot take, its origin and the methods it does take.
@@ -36,6 +38,7 @@ enum QueueRefusal: Equatable, Sendable {
         case .unknownDependency(let reference):
             .badRequest("\(ControlHeaders.dependsOnName): no operation with id or key \(reference)")
         case .insufficientStorage(let reason): .insufficientStorage(reason)
+        case .storeUnavailable(let reason): .storeUnavailable(reason)
         }
     }
 }

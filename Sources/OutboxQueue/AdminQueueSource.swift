@@ -4,23 +4,28 @@ import OutboxModel
 
 /// What the admin API reads from the queue. The queue implements it; the admin code never
 /// touches storage files (STYLE: Admin → Queue, never → Storage).
+///
+/// Reads of the queue's contents are `async`: the local store answers them from memory and
+/// its log at once, the PostgreSQL store from its database on a thread of its own, so an admin
+/// request never holds a cooperative thread while a statement runs. What is each instance's own
+/// (connectivity, origins' reachability) stays synchronous.
 package protocol AdminQueueSource: Sendable {
     var connectivityMode: String { get }
-    var counts: [OperationStatus: Int] { get }
+    var counts: [OperationStatus: Int] { get async }
     /// Seconds since the oldest not-finished operation was queued; nil when none is.
-    var oldestPendingAgeSeconds: Double? { get }
+    var oldestPendingAgeSeconds: Double? { get async }
     var origins: [OriginStatus] { get }
     /// Pending and in-progress operations of one origin.
-    func unfinishedCount(origin: Origin) -> Int
+    func unfinishedCount(origin: Origin) async -> Int
     /// Lanes of one origin with an attempt in flight.
-    func activeLanes(origin: Origin) -> Int
+    func activeLanes(origin: Origin) async -> Int
     /// Queue order (creation order), filtered, after the cursor id, at most `limit`.
     func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
-              limit: Int) -> (items: [OperationSnapshot], next: UUID?)
-    /// One operation for its view: its stored request checked on disk piece by piece, the
-    /// body's bytes passing through `visitBody` in order, and the body itself left on disk to
-    /// be read again by offset. Nil when unknown or unreadable.
-    func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) -> OperationView?
+              limit: Int) async -> (items: [OperationSnapshot], next: UUID?)
+    /// One operation for its view: its stored request checked piece by piece, the body's bytes
+    /// passing through `visitBody` in order, and the body itself left where it is stored to be
+    /// read again by offset. Nil when unknown or unreadable.
+    func view(_ id: UUID, visitingBody visitBody: (UnsafeRawBufferPointer) -> Void) async -> OperationView?
     /// Waits until nothing is pending or in progress, at most `timeoutSeconds`.
     func waitUntilDrained(timeoutSeconds: Double) async -> Bool
     var maxRetries: Int { get }
@@ -37,10 +42,29 @@ package protocol AdminQueueSource: Sendable {
     func flush() async
     /// `offline`: forward nothing, queue every queueable request, replay nothing.
     func setForcedOffline(_ offline: Bool)
-    /// Bytes of the log on disk.
-    var storageBytes: Int { get }
+    /// Bytes the queue takes on disk (the local log; 0 where a database holds it).
+    var storageBytes: Int { get async }
     /// Records the last recovery found damaged and skipped (their bytes are kept in `damaged/`).
-    var storageDamagedRecords: Int { get }
+    var storageDamagedRecords: Int { get async }
+    /// Where the queue lives and whether it answers (`store` in `/admin/status`, SPEC §9).
+    var store: StoreStatus { get async }
+}
+
+/// The store behind the queue as `/admin/status` shows it (SPEC §9): its kind, whether it
+/// answers now, its last error (never a secret: host, port and database at most), and the name
+/// of this instance.
+package struct StoreStatus: Sendable, Equatable {
+    package var kind: String
+    package var reachable: Bool
+    package var lastError: String?
+    package var instance: String
+
+    package init(kind: String, reachable: Bool, lastError: String?, instance: String) {
+        self.kind = kind
+        self.reachable = reachable
+        self.lastError = lastError
+        self.instance = instance
+    }
 }
 
 /// An operation as its admin view shows it: the snapshot (with the response and conflict it

@@ -50,6 +50,8 @@ public final class OutboxQueue: Sendable {
     private let retentionSeconds: Double
     private let ttlSeconds: Double
     public let maxRetries: Int
+    /// This instance's name, shown as the `instance` of the operations it attempted.
+    private let instance: String
 
     /// Opens (and recovers) the log in `config.dataDirectory` and rebuilds the index.
     let metrics: Metrics
@@ -113,6 +115,7 @@ public final class OutboxQueue: Sendable {
         retentionSeconds = config.queue.completedRetentionSeconds
         ttlSeconds = config.queue.ttlSeconds
         maxRetries = config.retry.maxRetries
+        instance = InstanceName.resolve(configured: config.queue.postgres.instanceName)
         for origin in index.knownOrigins { reachability.register(origin) }
         // Only origins holding work are probed; the others are tried by the next request.
         let counted = self.index
@@ -221,9 +224,13 @@ public final class OutboxQueue: Sendable {
         log.close()
     }
 
+    package func maintain() async {
+        await maintain(now: WallClock.millis())
+    }
+
     /// Removes completed operations past retention and expires old unfinished ones. Called
     /// periodically by `main`'s maintenance task.
-    package func maintain(now: Int64 = WallClock.millis()) async {
+    package func maintain(now: Int64) async {
         defer { compactIfDue(now: now) }
         reachability.forgetIdle()
         let (retired, expired) = index.withLock {
@@ -379,6 +386,7 @@ public final class OutboxQueue: Sendable {
                           idempotencyKey: entry.idempotencyKey, fingerprint: request?.fingerprint ?? [],
                           priority: entry.priority, tag: entry.tag, dependsOn: entry.dependsOn, createdAt: entry.createdAt,
                           orderingKey: entry.orderingKey, state: state ?? entry.state)
+            .attempted(by: instance)
     }
 
     /// What the proxy answers a repeated key with: the fingerprint and the credential digest
@@ -535,8 +543,8 @@ extension OutboxQueue: QueueGateway {
 
     package func enqueue(_ request: OperationRequest, freshKey: UUID? = nil,
                          completion: @escaping @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
-        guard index.count < maxOperations else {
-            completion(.failure(.full("queue.maxOperations (\(maxOperations)) reached")))
+        if let refusal = QueueRules.refusal(count: index.count, maxOperations: maxOperations) {
+            completion(.failure(refusal))
             return
         }
         assert(freshKey.map { $0.lowercasedText == request.idempotencyKey } ?? true, "a fresh key is the key's UUID")
@@ -665,18 +673,6 @@ extension OutboxQueue: QueueGateway {
         let waiting = reserving.withLock { $0.removeValue(forKey: key) ?? [] }
         completion(answer(fingerprint))
         for waiter in waiting { waiter.completion(answer(waiter.fingerprint)) }
-    }
-
-    package func originUnreachable(_ origin: Origin, reason: String) -> Bool {
-        reachability.markOffline(origin, reason: reason)
-    }
-
-    package func originAnswered(_ origin: Origin) {
-        reachability.markOnline(origin)
-    }
-
-    package func isOnline(_ origin: Origin) -> Bool {
-        reachability.isOnline(origin)
     }
 }
 
@@ -1011,6 +1007,8 @@ private struct AttemptBook {
 
 // MARK: - The admin API's view
 
+extension OutboxQueue: QueueStore {}
+
 extension OutboxQueue: AdminQueueSource {
     package var connectivityMode: String { forcedOffline ? "offline" : "auto" }
 
@@ -1030,6 +1028,8 @@ extension OutboxQueue: AdminQueueSource {
     package var storageBytes: Int { log.diskBytes }
 
     package var storageDamagedRecords: Int { log.damagedRecords }
+
+    package var store: StoreStatus { StoreStatus(kind: "local", reachable: true, lastError: nil, instance: instance) }
 
     package func activeLanes(origin: Origin) -> Int {
         index.withLock { $0.activeLanes(origin: origin) }
@@ -1108,14 +1108,9 @@ extension OutboxQueue: AdminQueueSource {
 
     package func retry(_ id: UUID) async -> Result<OperationSnapshot, AdminRefusal> {
         guard let entry = index.withLock({ $0.entry(id) }) else { return .failure(.notFound) }
-        guard entry.status == .failed || entry.status == .conflict || entry.status == .pending else {
-            return .failure(.notRetryable(entry.status))
-        }
-        // A fresh start (status pending, retryCount 0, error and conflict cleared): an admin retry
-        // grants the whole retry budget again, due now.
-        // The attempt count stays (`record` keeps it): the next attempt's number is still higher
-        // than any sent before.
-        await record(id, OperationState(status: .pending))
+        guard QueueRules.isRetryable(entry.status) else { return .failure(.notRetryable(entry.status)) }
+        // `record` keeps the attempt count as the index has it, whatever this look saw.
+        await record(id, QueueRules.retried(attempts: entry.attempts))
         wake([entry.origin])
         // The body is not needed for the answer: checked in pieces, never held.
         guard let view = view(id, visitingBody: { _ in }) else { return .failure(.notFound) }
@@ -1140,8 +1135,7 @@ extension OutboxQueue: AdminQueueSource {
             let woken = index.withLock { index -> [Origin] in
                 let waiting = index.list(QueueIndex<OperationRecords>.Filter(status: .pending), limit: Int.max).entries
                 for entry in waiting where entry.nextAttemptAt != nil {
-                    var state = fullState(of: entry)
-                    state.nextAttemptAt = nil
+                    guard let state = QueueRules.flushed(fullState(of: entry)) else { continue }
                     let serial = holdUnwritten(entry.id, state)
                     Self.apply(state, of: entry.id, to: &index, logger: logger)
                     writes.add()

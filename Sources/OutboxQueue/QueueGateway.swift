@@ -37,6 +37,83 @@ package protocol QueueGateway: AnyObject, Sendable {
     func originAnswered(_ origin: Origin)
     /// Whether `origin` is currently believed reachable.
     func isOnline(_ origin: Origin) -> Bool
+    /// Whether `operation(withKey:origin:)`, `hasQueued` and `resolveDependency` answer at once
+    /// from memory. A store whose answers wait on a database says false: the proxy then asks
+    /// `lookUp`, which answers later on a thread of the store's, and no event loop waits.
+    var readsAtOnce: Bool { get }
+    /// Everything the proxy's rules need to know about a queueable request, in one question:
+    /// the operation holding its key, whether its lane holds unfinished work, what its
+    /// `Outbox-Depends-On` names. `completion` runs once, on any thread.
+    func lookUp(_ question: QueueQuestion, completion: @escaping @Sendable (QueueFacts) -> Void)
+}
+
+extension QueueGateway {
+    /// A store that reads from memory answers the three questions one by one, at once.
+    package func lookUp(_ question: QueueQuestion, completion: @escaping @Sendable (QueueFacts) -> Void) {
+        completion(facts(for: question))
+    }
+
+    /// The answers of the synchronous reads, as `lookUp` gives them.
+    package func facts(for question: QueueQuestion) -> QueueFacts {
+        let existing: Result<OperationSnapshot?, QueueReadError>
+        if let key = question.key {
+            existing = Result { () throws(QueueReadError) in try operation(withKey: key, origin: question.origin) }
+        } else {
+            existing = .success(nil)
+        }
+        let laneHasQueued = question.laneMatters && hasQueued(question.origin, orderingKey: question.orderingKey)
+        let dependency = question.dependsOn.map { resolveDependency($0, origin: question.origin) }
+        return QueueFacts(existing: existing, laneHasQueued: laneHasQueued, dependency: dependency)
+    }
+
+    package var readsAtOnce: Bool { true }
+}
+
+/// What the proxy asks the queue about one queueable request (see `QueueGateway.lookUp`).
+package struct QueueQuestion: Sendable {
+    package var origin: Origin
+    /// The client's idempotency key; nil when the proxy made one up (no operation can hold it).
+    package var key: String?
+    /// The request's lane.
+    package var orderingKey: String?
+    /// Whether the lane's unfinished work matters: only to a request that could be forwarded.
+    package var laneMatters: Bool
+    /// `Outbox-Depends-On`, as the client sent it.
+    package var dependsOn: String?
+
+    package init(origin: Origin, key: String?, orderingKey: String?, laneMatters: Bool, dependsOn: String?) {
+        self.origin = origin
+        self.key = key
+        self.orderingKey = orderingKey
+        self.laneMatters = laneMatters
+        self.dependsOn = dependsOn
+    }
+}
+
+/// The queue's answers to a `QueueQuestion`.
+package struct QueueFacts: Sendable {
+    /// The operation holding the key (nil: none), or why it cannot be read.
+    package var existing: Result<OperationSnapshot?, QueueReadError>
+    /// The lane holds unfinished operations (false when it did not matter).
+    package var laneHasQueued: Bool
+    /// Nil when no dependency was asked for; `.some(nil)` when it names no operation.
+    package var dependency: UUID??
+    /// Set when the store could not be asked (its database is unreachable): the request is
+    /// answered `503` `store_unavailable`, never forwarded or stored blind.
+    package var unavailable: String?
+
+    package init(existing: Result<OperationSnapshot?, QueueReadError>, laneHasQueued: Bool, dependency: UUID??,
+                 unavailable: String? = nil) {
+        self.existing = existing
+        self.laneHasQueued = laneHasQueued
+        self.dependency = dependency
+        self.unavailable = unavailable
+    }
+
+    /// The answer when the store cannot be reached.
+    package static func unavailable(_ reason: String) -> QueueFacts {
+        QueueFacts(existing: .success(nil), laneHasQueued: false, dependency: nil, unavailable: reason)
+    }
 }
 
 /// Why a request could not be stored.
@@ -48,6 +125,9 @@ package enum EnqueueError: Error, Sendable, Equatable {
     /// Storage failed otherwise (writing the operation, indexing it, or reading back the one
     /// its key names): 507 as well, the proxy keeps serving.
     case storage(String)
+    /// The store cannot be reached (the database is down or refuses): 503 `store_unavailable`
+    /// with `Retry-After`; nothing was stored.
+    case unavailable(String)
 }
 
 /// The queue holds an operation but cannot read its records back from disk, so it cannot say
@@ -57,5 +137,52 @@ package struct QueueReadError: Error, Sendable, Equatable, CustomStringConvertib
     /// The storage failure, as text (the storage layer's error type stays below the queue).
     package var reason: String
 
+    package init(id: UUID, reason: String) {
+        self.id = id
+        self.reason = reason
+    }
+
     package var description: String { "stored operation \(id.lowercasedText) cannot be read: \(reason)" }
+}
+
+/// A store of the queue as the service runs it: the views the proxy, the admin API and the
+/// replayer use, and its life cycle. Two implement it, with the same rules (`QueueRules`):
+/// `OutboxQueue`, the local log in `dataDirectory`, and the PostgreSQL store that several
+/// instances share (SPEC §9).
+package protocol QueueStore: QueueGateway, AdminQueueSource, ReplaySource {
+    /// Which origins this instance sees online; the store tells it which hold work.
+    var reachability: Reachability { get }
+    /// Connects the replayer and starts the lanes that have work.
+    func attach(_ replayer: any LaneWaker)
+    /// The periodic sweep: retention, expiry, and whatever the store keeps tidy.
+    func maintain() async
+    /// Writes what is pending and lets go of the store (SIGTERM).
+    func close()
+}
+
+extension QueueStore {
+    // Reachability is each instance's own whatever the store (SPEC §9): the proxy's reports go
+    // to it alike.
+
+    package func originUnreachable(_ origin: Origin, reason: String) -> Bool {
+        reachability.markOffline(origin, reason: reason)
+    }
+
+    package func originAnswered(_ origin: Origin) {
+        reachability.markOnline(origin)
+    }
+
+    package func isOnline(_ origin: Origin) -> Bool {
+        reachability.isOnline(origin)
+    }
+}
+
+extension OperationSnapshot {
+    /// The snapshot naming `instance` as the one that attempted it, once it was attempted.
+    package func attempted(by instance: String) -> OperationSnapshot {
+        guard state.attempts > 0 else { return self }
+        var named = self
+        named.instance = instance
+        return named
+    }
 }

@@ -131,10 +131,10 @@ extension QueueIndex {
             records[index].placement = .none
         case .pending:
             if let dependency = records[index].extras?.dependsOn, let dependencySlot = self.slot(of: dependency),
-               dependencySlot != slot, let dependencyStatus = records[Int(dependencySlot)].status,
-               dependencyStatus != .completed {
+               dependencySlot != slot, case let verdict = QueueRules.dependency(records[Int(dependencySlot)].status),
+               verdict != .ready {
                 dependents[dependencySlot, default: []].append(slot)
-                if dependencyStatus.isFinished {
+                if verdict == .doomed {
                     originLanes[origin].doomed.insert(slot)
                     records[index].placement = .doomed
                 } else {

@@ -93,7 +93,7 @@ extension QueueIndex {
     /// sweep costs what it finds, not the size of the queue. (Were the clock set back, an
     /// operation created after that moment expires once the one before it does.)
     public func expired(now: Int64, ttlSeconds: Double) -> [UUID] {
-        let cutoff = now - WallClock.milliseconds(ttlSeconds)
+        let cutoff = QueueRules.expiryCutoff(now: now, ttlSeconds: ttlSeconds)
         var found: [UUID] = []
         for index in oldestUnfinishedHint..<records.count {
             guard let status = records[index].status, !status.isFinished else { continue }
@@ -107,7 +107,7 @@ extension QueueIndex {
     /// `retentionSeconds` before `now`, in creation order: the caller removes them. Looks only
     /// at the completions that are due (see `CompletionQueue`).
     public mutating func retentionExpired(now: Int64, retentionSeconds: Double) -> [UUID] {
-        let cutoff = now - WallClock.milliseconds(retentionSeconds)
+        let cutoff = QueueRules.retentionCutoff(now: now, retentionSeconds: retentionSeconds)
         var slots: [Int32] = []
         let records = self.records
         completions.sweep(before: cutoff, isCurrent: { slot, completedAt in

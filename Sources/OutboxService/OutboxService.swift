@@ -16,7 +16,7 @@ import Synchronization
 /// replayer and the reachability probes. `main` only parses, starts, waits for a signal and
 /// stops; everything here is reachable from tests.
 public final class OutboxService: Sendable {
-    private let queue: OutboxQueue
+    private let queue: any QueueStore
     private let server: ProxyServer
     private let config: OutboxConfig
     private let logger: Logger
@@ -75,11 +75,7 @@ public final class OutboxService: Sendable {
             case .failure: return .unanswered
             }
         }, events: events)
-        do {
-            queue = try OutboxQueue(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
-        } catch {
-            throw ServiceSetupError("cannot open the queue in \(config.dataDirectory): \(error)", exitCode: 1)
-        }
+        queue = try Self.openStore(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
         // The reverse-mode upstream stays listed, probed or not: it is the origin of this proxy.
         if let upstream = config.upstream { reachability.register(upstream.origin, pinned: true) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),

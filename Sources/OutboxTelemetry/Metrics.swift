@@ -49,6 +49,39 @@ package final class Metrics: Sendable {
 
     package func enqueued() { enqueuedTotal.add(1, ordering: .relaxed) }
 
+    // MARK: The PostgreSQL store (SPEC §9)
+
+    /// Set by the PostgreSQL store: its families are rendered only where it runs.
+    private let postgresStore = Atomic<Bool>(false)
+    private let storeCommitDurations = Histogram(bounds: Metrics.durationBuckets)
+    /// Operations per commit: bounds are counts, recorded as if they were seconds.
+    private let storeCommitSizes = Histogram(bounds: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+    private let storeErrors = Mutex<[String: Int]>([:])
+    private let lanesTakenOver = Atomic<Int>(0)
+    /// The store's gauges read at scrape: connections busy, lanes held.
+    private let storeGauges = Mutex<(@Sendable () -> (connectionsBusy: Int, connections: Int, lanesHeld: Int))?>(nil)
+
+    /// The PostgreSQL store runs; `gauges` answers its gauges at each scrape.
+    package func storeStarted(gauges: @escaping @Sendable () -> (connectionsBusy: Int, connections: Int, lanesHeld: Int)) {
+        postgresStore.store(true, ordering: .relaxed)
+        storeGauges.withLock { $0 = gauges }
+    }
+
+    /// One transaction of the store's group commit: how many writes it carried, how long it took.
+    package func storeCommitted(operations: Int, seconds: Double) {
+        storeCommitDurations.observe(micros: Int(seconds * 1_000_000))
+        storeCommitSizes.observe(micros: operations * 1_000_000)
+    }
+
+    /// A statement or connection of the store failed, by kind (`connection`, `timeout`,
+    /// `out_of_space`, `conflict`, `statement`).
+    package func storeFailed(kind: String) {
+        storeErrors.withLock { $0[kind, default: 0] += 1 }
+    }
+
+    /// A lane was claimed from an instance whose lease had lapsed.
+    package func laneTakenOver() { lanesTakenOver.add(1, ordering: .relaxed) }
+
     /// One replay attempt's outcome (the operation's new status, or retry).
     package func replayed(_ status: OperationStatus) {
         switch status {
@@ -103,6 +136,23 @@ package final class Metrics: Sendable {
                Histogram.samples([groupCommit.syncDurations], number: Metrics.number))
         family("outbox_request_duration_seconds", "histogram", "Time from a request head to the end of its answer.",
                Histogram.samples(shards.withLock { $0.map(\.durations) }, number: Metrics.number))
+        if postgresStore.load(ordering: .relaxed) {
+            let gauges = storeGauges.withLock { $0 }?() ?? (connectionsBusy: 0, connections: 0, lanesHeld: 0)
+            family("outbox_store_commit_duration_seconds", "histogram",
+                   "Time each transaction of the PostgreSQL store's group commit took, COMMIT included.",
+                   Histogram.samples([storeCommitDurations], number: Metrics.number))
+            family("outbox_store_operations_per_commit", "histogram", "Writes carried by each of those transactions.",
+                   Histogram.samples([storeCommitSizes], number: Metrics.number))
+            family("outbox_store_connections", "gauge", "Database connections of this instance, and those running a statement now.",
+                   [("{state=\"busy\"}", String(gauges.connectionsBusy)), ("{state=\"all\"}", String(gauges.connections))])
+            family("outbox_store_errors_total", "counter", "Failed statements and connections of the PostgreSQL store, by kind.",
+                   storeErrors.withLock { $0 }.sorted { $0.key < $1.key }.map { ("{kind=\"\($0.key)\"}", String($0.value)) })
+            family("outbox_store_lanes_held", "gauge", "Lanes of the shared queue this instance holds claims on.",
+                   [("", String(gauges.lanesHeld))])
+            family("outbox_store_lanes_taken_over_total", "counter",
+                   "Lanes this instance claimed after another instance's lease lapsed.",
+                   [("", String(lanesTakenOver.load(ordering: .relaxed)))])
+        }
         return out
     }
 

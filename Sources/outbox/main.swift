@@ -19,6 +19,16 @@ do {
 }
 
 let environment = ProcessInfo.processInfo.environment
+
+/// The effective config of `options`, or the one-line error and exit 2.
+func loadConfig(_ options: CommandLineOptions) -> OutboxConfig {
+    do {
+        return try ConfigLoader.load(options, environment: environment)
+    } catch {
+        fail(error.message, code: 2)
+    }
+}
+
 switch command {
 case .help:
     print(CommandLineParser.helpText)
@@ -30,32 +40,25 @@ case .admin(let invocation):
     if let problem = result.problem { FileHandle.standardError.write(Data("outbox: \(problem)\n".utf8)) }
     exit(result.status.rawValue)
 case .checkConfig(let options):
-    do {
-        print(try ConfigLoader.load(options, environment: environment).effectiveJSON())
-    } catch {
-        fail(error.message, code: 2)
-    }
+    print(OutboxService.effectiveConfigJSON(loadConfig(options)))
 case .ca(let options, let force):
-    let config: OutboxConfig
-    do {
-        config = try ConfigLoader.load(options, environment: environment)
-    } catch {
-        fail(error.message, code: 2)
-    }
+    let config = loadConfig(options)
     do {
         FileHandle.standardOutput.write(Data(try OutboxService.interceptionCertificatePEM(config: config, replacing: force)))
+    } catch {
+        fail(error.message, code: error.exitCode)
+    }
+case .migrate(let options):
+    let config = loadConfig(options)
+    do {
+        print(try OutboxService.migrate(config: config))
     } catch {
         fail(error.message, code: error.exitCode)
     }
 case .serve(let options):
     // Before any thread exists (the loops and Dispatch start threads), so all inherit the mask.
     OutboxService.blockTerminationSignals()
-    let config: OutboxConfig
-    do {
-        config = try ConfigLoader.load(options, environment: environment)
-    } catch {
-        fail(error.message, code: 2)
-    }
+    let config = loadConfig(options)
     let logger = Logger(level: config.logLevel)
     // Before the queue opens its files; logged once started.
     let openFiles = OutboxService.raiseOpenFileLimit()

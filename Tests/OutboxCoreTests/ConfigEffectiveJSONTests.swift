@@ -22,7 +22,15 @@ struct ConfigEffectiveJSONTests {
                 "maxOperations": 1000000,
                 "ttlSeconds": 604800,
                 "completedRetentionSeconds": 86400,
-                "unavailableStatuses": [502, 503, 504]
+                "unavailableStatuses": [502, 503, 504],
+                "store": "local",
+                "postgres": {
+                  "url": null,
+                  "schema": "outbox",
+                  "maxConnections": 4,
+                  "leaseSeconds": 10,
+                  "instanceName": null
+                }
               },
               "replay": {
                 "maxConcurrentPerOrigin": 8,

@@ -2,6 +2,7 @@ import Foundation
 import OutboxModel
 import OutboxPostgres
 import Synchronization
+import TestPostgres
 import TestPrerequisites
 import Testing
 

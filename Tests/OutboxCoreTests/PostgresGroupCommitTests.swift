@@ -1,6 +1,7 @@
 import Foundation
 import OutboxPostgres
 import Synchronization
+import TestPostgres
 import TestPrerequisites
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import OutboxHTTP
 import OutboxModel
 import OutboxPostgres
+import TestPostgres
 import TestPrerequisites
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import OutboxPostgres
+import TestPostgres
 import TestPrerequisites
 import Testing
 

@@ -5,10 +5,10 @@ import Testing
 /// write that is still queued.
 @Suite("Queue: delivery order", .harnessThreads)
 struct QueueOrderingTests {
-    @Test func thirtyWritesQueuedWhileDownArriveOnceEachInOrderWithTheirKeys() async throws {
+    @Test(arguments: TestStore.both) func thirtyWritesQueuedWhileDownArriveOnceEachInOrderWithTheirKeys(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         var queued: [QueuedOperation] = []
         for n in 0..<30 {
@@ -31,10 +31,10 @@ struct QueueOrderingTests {
         #expect(upstream.requests.count == 30, "duplicates: \(upstream.requests.map(\.bodyText))")
     }
 
-    @Test func higherPriorityIsDeliveredFirstAndFIFOWithinAPriority() async throws {
+    @Test(arguments: TestStore.both) func higherPriorityIsDeliveredFirstAndFIFOWithinAPriority(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let sent = ["low-1", "normal-1", "high-1", "critical-1", "low-2", "high-2", "normal-2", "critical-2", "normal-3"]
         for label in sent {
@@ -54,7 +54,7 @@ struct QueueOrderingTests {
         #expect(received.allSatisfy { $0.leakedControlHeaders.isEmpty }, "Outbox-Priority reached the upstream")
     }
 
-    @Test func newWriteQueuesBehindAPendingOneEvenWhileTheUpstreamAnswers() async throws {
+    @Test(arguments: TestStore.both) func newWriteQueuesBehindAPendingOneEvenWhileTheUpstreamAnswers(store: TestStore) async throws {
         // The first write's delivery is held at the upstream (a gate the test opens), so it is
         // in progress for as long as the test needs, however loaded the machine; every other
         // request is answered at once.
@@ -65,7 +65,7 @@ struct QueueOrderingTests {
             }
             return .respond(.text("direct", status: 201))
         }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let first = try outbox.enqueue(body: "first", headers: [HeaderField("Outbox-Mode", "queue")])
         try await upstream.waitForRequests(1)

@@ -47,15 +47,17 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// `launcher` is a command that execs the rest of its arguments (the binary and its
     /// arguments) in its own process, so that the pid stays the binary's: see
     /// ``withOpenFileLimit(soft:hard:)``.
+    /// `store` puts the queue in the test process's PostgreSQL server instead of the data
+    /// directory (`TestStore`).
     static func start(upstream: String, config: String? = nil, arguments extra: [String] = [],
                       dataDirectory: String? = nil, listenHost: String = "127.0.0.1",
                       executable: String = OutboxProcess.binaryPath,
-                      launcher: [String] = [],
+                      launcher: [String] = [], store: TestStore = .local,
                       timeout: Duration = .seconds(20)) async throws -> OutboxProcess {
         let directory = try TemporaryDirectory()
         var arguments = ["--listen", "\(listenHost):0", "--upstream", upstream,
                          "--data-dir", dataDirectory ?? directory.file("data")]
-        if let config {
+        if let config = try await store.applied(to: config) {
             arguments += ["--config", try directory.write(config, to: "config.json")]
         }
         let command = launcher + [executable] + arguments + extra

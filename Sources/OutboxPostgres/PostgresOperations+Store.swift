@@ -1,0 +1,282 @@
+import Foundation
+import OutboxHTTP
+import OutboxModel
+
+/// The statements the PostgreSQL store sends beyond one operation's add and fenced write: what
+/// the proxy asks before it decides, a lane's next operations taken for delivery, and the admin
+/// API's reads and writes over the whole shared queue.
+extension PostgresOperations {
+    // MARK: - The proxy's questions
+
+    /// The operation of `origin` holding `key`, with the answer it completed with.
+    public static func keyHolder(_ key: String, origin: Origin) -> Statement {
+        ("SELECT \(summaryColumns), \(answerColumns) FROM operations WHERE origin = $1 AND idempotency_key = $2",
+         [.text(origin.description), .text(key)])
+    }
+
+    /// Row `row` of a `keyHolder` read: the summary with its stored answers.
+    public static func withAnswers(_ result: PostgresResult, row: Int) throws(DecodeError) -> Row {
+        let summary = try summary(result, row: row)
+        var snapshot = summary.snapshot
+        var state = snapshot.state
+        state.response = try answer(result, row: row, prefix: "response")
+        state.conflict = try answer(result, row: row, prefix: "conflict")
+        snapshot.state = state
+        return Row(seq: summary.seq, snapshot: snapshot, instance: summary.instance)
+    }
+
+    /// Operations of the lane not finished yet (none when the lane has no row).
+    public static func laneUnfinished(origin: Origin, orderingKey: String?) -> Statement {
+        ("SELECT unfinished FROM lanes WHERE origin = $1 AND lane = $2", [.text(origin.description), .text(orderingKey ?? "")])
+    }
+
+    /// `Outbox-Depends-On` resolved as the local queue does: an operation id (of any origin),
+    /// else an idempotency key of `origin`.
+    public static func dependency(_ reference: String, origin: Origin) -> Statement {
+        if let id = UUID(uuidString: reference) {
+            return ("""
+                    SELECT id::text AS id FROM operations WHERE id = $1::uuid
+                    UNION ALL SELECT id::text FROM operations WHERE origin = $2 AND idempotency_key = $3 LIMIT 1
+                    """, [.text(id.lowercasedText), .text(origin.description), .text(reference)])
+        }
+        return ("SELECT id::text AS id FROM operations WHERE origin = $1 AND idempotency_key = $2",
+                [.text(origin.description), .text(reference)])
+    }
+
+    // MARK: - Delivery
+
+    /// Bodies up to this size come with the operations taken ahead; a larger one is read when
+    /// its operation reaches the head of its lane, so 32 operations taken ahead hold 2 MiB of
+    /// bodies at most.
+    public static let aheadBodyLimit = 64 * 1024
+
+    /// Takes the next `limit` operations of a lane held by `holder` under `fence`, leaving out
+    /// `excluding` (those the holder has already) and those whose dependency has not ended
+    /// (`QueueRules.dependency`: they wait out of order), and counts one more attempt for each:
+    /// that count is committed before any of them is sent, so an attempt sent after a crash is
+    /// numbered past every one sent before it (SPEC §4). An operation left `inProgress` by a
+    /// holder that stopped is taken too: it is sent again. The rows come back in any order;
+    /// `aheadRow` decodes them, and the caller sorts them by rank and `seq`.
+    public static func takeAhead(origin: String, lane: String, excluding: [UUID], limit: Int, instance: String,
+                                 holder: String, fence: Int64) -> Statement {
+        ("""
+         WITH next AS (
+             SELECT o.id FROM operations o
+              WHERE o.origin = $1 AND o.lane = $2 AND \(unfinished) AND NOT (o.id = ANY($3::uuid[]))
+                AND (o.depends_on IS NULL OR NOT EXISTS (
+                     SELECT 1 FROM operations d WHERE d.id = o.depends_on AND d.status IN ('pending', 'inProgress')))
+              ORDER BY o.lane_rank DESC, o.seq LIMIT $4)
+         UPDATE operations SET attempts = operations.attempts + 1, instance = $5
+           FROM next WHERE operations.id = next.id AND \(PostgresLanes.heldCondition(holder: 6, fence: 7))
+         RETURNING \(summaryColumns.replacingOccurrences(of: "id::text", with: "operations.id::text")
+                        .replacingOccurrences(of: "depends_on::text", with: "operations.depends_on::text")),
+                   lane_rank, headers::text AS headers, octet_length(body) AS body_length,
+                   CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
+                   (SELECT d.status FROM operations d WHERE d.id = operations.depends_on) AS dependency_status
+         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .int64(Int64(limit)), .text(instance),
+               .text(holder), .int64(fence)])
+    }
+
+    /// An operation taken ahead: its row, its request (nil while its body is too large to have
+    /// come along), its place in the lane and its dependency's status.
+    public struct AheadRow: Sendable {
+        public let row: Row
+        public let request: OperationRequest?
+        public let headers: HTTPHeaders
+        public let rank: Int
+        public let dependencyStatus: OperationStatus?
+    }
+
+    /// Row `row` of a `takeAhead` answer.
+    public static func aheadRow(_ result: PostgresResult, row: Int) throws(DecodeError) -> AheadRow {
+        let summary = try summary(result, row: row)
+        guard let headersText = result.value(row, "headers"), let headers = headers(fromJSON: headersText) else {
+            throw DecodeError(column: "headers", value: result.value(row, "headers"))
+        }
+        guard let rankText = result.value(row, "lane_rank"), let rank = Int(rankText) else {
+            throw DecodeError(column: "lane_rank", value: result.value(row, "lane_rank"))
+        }
+        let dependencyStatus = try result.value(row, "dependency_status").map { text throws(DecodeError) -> OperationStatus in
+            guard let status = OperationStatus(rawValue: text) else { throw DecodeError(column: "dependency_status", value: text) }
+            return status
+        }
+        var request: OperationRequest?
+        if result.value(row, "body") != nil {
+            guard let body = result.bytes(row, "body") else { throw DecodeError(column: "body", value: result.value(row, "body")) }
+            request = OperationRequest(summary.snapshot, headers: headers, body: body)
+        }
+        return AheadRow(row: summary, request: request, headers: headers, rank: rank, dependencyStatus: dependencyStatus)
+    }
+
+    /// The whole request of `id` (its body too): for an operation whose body did not come ahead.
+    public static func request(_ id: UUID) -> Statement {
+        ("SELECT \(summaryColumns), headers::text AS headers, body FROM operations WHERE id = $1::uuid", [.text(id.lowercasedText)])
+    }
+
+    /// The attempt counts of operations a holder took ahead and never sent, given back as it
+    /// lets its lane go (a clean stop): their next attempt carries the number they would have.
+    public static func giveBack(_ ids: [UUID], holder: String, fence: Int64) -> Statement {
+        ("""
+         UPDATE operations SET attempts = attempts - 1
+          WHERE id = ANY($1::uuid[]) AND \(unfinished) AND attempts > 0 AND \(PostgresLanes.heldCondition(holder: 2, fence: 3))
+         """, [.text(uuidArray(ids)), .text(holder), .int64(fence)])
+    }
+
+    /// What of the held operations `ids` is still there and unfinished, with their states: a
+    /// holder's look after its lane was poked.
+    public static func stillUnfinished(_ ids: [UUID]) -> Statement {
+        ("SELECT \(summaryColumns) FROM operations WHERE id = ANY($1::uuid[]) AND \(unfinished)", [.text(uuidArray(ids))])
+    }
+
+    // MARK: - The admin API
+
+    /// Operations per status over the whole shared queue.
+    public static let countsByStatus: Statement = ("SELECT status, count(*) AS n FROM operations GROUP BY status", [])
+
+    /// When the oldest unfinished operation was made (`seq` order is arrival order).
+    public static let oldestUnfinished: Statement = ("""
+        SELECT min(created_at) AS created_at FROM (
+            (SELECT created_at FROM operations WHERE status = 'pending' ORDER BY seq LIMIT 1)
+            UNION ALL (SELECT created_at FROM operations WHERE status = 'inProgress' ORDER BY seq LIMIT 1)) oldest
+        """, [])
+
+    /// Unfinished operations of an origin, from its lanes' counts.
+    public static func unfinished(origin: Origin) -> Statement {
+        ("SELECT coalesce(sum(unfinished), 0) AS n FROM lanes WHERE origin = $1", [.text(origin.description)])
+    }
+
+    /// Lanes of an origin with an attempt in flight.
+    public static func inFlightLanes(origin: Origin) -> Statement {
+        ("SELECT count(DISTINCT lane) AS n FROM operations WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
+    }
+
+    /// Every operation's unfinished count, for `drain`.
+    public static let unfinishedTotal: Statement = ("SELECT coalesce(sum(unfinished), 0) AS n FROM lanes", [])
+
+    /// Up to `limit` summaries in arrival order after the operation `after`, filtered.
+    public static func list(status: OperationStatus?, tag: String?, origin: Origin?, orderingKey: String?, after: UUID?,
+                            limit: Int) -> Statement {
+        var conditions: [String] = []
+        var parameters: [PostgresValue] = []
+        func bind(_ value: PostgresValue) -> String {
+            parameters.append(value)
+            return "$\(parameters.count)"
+        }
+        if let status { conditions.append("status = \(bind(.text(status.rawValue)))") }
+        if let tag { conditions.append("tag = \(bind(.text(tag)))") }
+        if let origin { conditions.append("origin = \(bind(.text(origin.description)))") }
+        if let orderingKey { conditions.append("lane = \(bind(.text(orderingKey)))") }
+        if let after {
+            conditions.append("seq > coalesce((SELECT seq FROM operations WHERE id = \(bind(.text(after.lowercasedText)))::uuid), 0)")
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        return ("SELECT \(summaryColumns) FROM operations \(filter) ORDER BY seq LIMIT \(bind(.int64(Int64(limit))))", parameters)
+    }
+
+    /// The status and lane of `id`, locked for the admin write that follows in the same
+    /// transaction.
+    public static func lockedStatus(_ id: UUID) -> Statement {
+        ("SELECT status, origin, lane FROM operations WHERE id = $1::uuid FOR UPDATE", [.text(id.lowercasedText)])
+    }
+
+    /// An admin retry of `id` (`QueueRules.retried`), after `lockedStatus` found it retryable:
+    /// pending, due now, its retry budget whole again, its error and answers gone, its attempt
+    /// count kept and, once attempted, ranked as its lane's head. A finished one (`wasFinished`)
+    /// counts in its lane again. Its lane is poked; answers the lane's holder, poke and whether
+    /// its lease is live.
+    public static func retry(_ id: UUID, wasFinished: Bool, origin: String, lane: String) -> [Statement] {
+        [("""
+          UPDATE operations SET status = 'pending', retry_count = 0, next_attempt_at = NULL, last_error = NULL,
+                 response_status = NULL, response_headers = NULL, response_body = NULL, response_omitted = NULL,
+                 conflict_status = NULL, conflict_headers = NULL, conflict_body = NULL, conflict_omitted = NULL,
+                 finished_at = NULL,
+                 lane_rank = CASE WHEN attempts > 0 THEN \(OperationPriority.allCases.count) + priority ELSE priority END
+           WHERE id = $1::uuid
+          """, [.text(id.lowercasedText)]),
+         ("""
+          INSERT INTO lanes AS l (origin, lane, unfinished, poke) VALUES ($1, $2, $3, 1)
+          ON CONFLICT (origin, lane) DO UPDATE SET unfinished = l.unfinished + $3, poke = l.poke + 1
+          RETURNING holder, poke, coalesce(lease_until > now(), false) AS live
+          """, [.text(origin), .text(lane), .int64(wasFinished ? 1 : 0)]),
+        ]
+    }
+
+    /// Removes up to `limit` operations chosen by `condition` (an SQL condition over
+    /// `operations` with its parameters), oldest first and none that arrived after `seq`
+    /// `until`, takes the unfinished ones off their lanes' counts and pokes those lanes. Answers
+    /// one row: `removed` (a JSON array of `[id, origin, lane, status, retryCount, lastError]`)
+    /// and `lanes` (a JSON array of `[origin, lane, holder, poke, live]` for the lanes poked).
+    public static func remove(where condition: String, _ parameters: [PostgresValue], until: Int64, limit: Int) -> Statement {
+        let untilParameter = parameters.count + 1
+        let limitParameter = parameters.count + 2
+        return ("""
+            WITH gone AS (
+                DELETE FROM operations WHERE id IN (
+                    SELECT id FROM operations WHERE (\(condition)) AND seq <= $\(untilParameter) ORDER BY seq LIMIT $\(limitParameter)
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING id, origin, lane, status, retry_count, last_error),
+            counted AS (
+                SELECT origin, lane, count(*) FILTER (WHERE status IN ('pending', 'inProgress')) AS n FROM gone GROUP BY origin, lane),
+            poked AS (
+                UPDATE lanes l SET unfinished = l.unfinished - counted.n, poke = l.poke + 1
+                  FROM counted WHERE l.origin = counted.origin AND l.lane = counted.lane
+                RETURNING l.origin, l.lane, l.holder, l.poke, coalesce(l.lease_until > now(), false) AS live)
+            SELECT coalesce((SELECT json_agg(json_build_array(id, origin, lane, status, retry_count, last_error)) FROM gone), '[]')::text
+                       AS removed,
+                   coalesce((SELECT json_agg(json_build_array(origin, lane, holder, poke, live)) FROM poked), '[]')::text AS lanes
+            """, parameters + [.int64(until), .int64(Int64(limit))])
+    }
+
+    /// The newest `seq`: a bulk removal leaves what arrives after it starts alone.
+    public static let lastSeq: Statement = ("SELECT coalesce(max(seq), 0) AS seq FROM operations", [])
+
+    /// Clears the schedule of every pending operation in backoff (`QueueRules.flushed`) and
+    /// pokes their lanes; answers the lanes.
+    public static let flush: Statement = ("""
+        WITH due AS (
+            UPDATE operations SET next_attempt_at = NULL WHERE status = 'pending' AND next_attempt_at IS NOT NULL
+            RETURNING origin, lane)
+        UPDATE lanes l SET poke = l.poke + 1 FROM (SELECT DISTINCT origin, lane FROM due) d
+         WHERE l.origin = d.origin AND l.lane = d.lane
+        RETURNING l.origin, l.lane
+        """, [])
+
+    /// Whether the holder of a poked lane has seen poke `poke`, has let the lane go, or has
+    /// lost its lease: an admin removal waits for one of them.
+    public static func pokeSettled(origin: String, lane: String, holder: String, poke: Int64) -> Statement {
+        ("""
+         SELECT NOT EXISTS (SELECT 1 FROM lanes WHERE origin = $1 AND lane = $2 AND holder = $3 AND seen_poke < $4
+                               AND lease_until > now()) AS settled
+         """, [.text(origin), .text(lane), .text(holder), .int64(poke)])
+    }
+
+    /// Completed operations finished before `cutoff` (`completedRetentionSeconds`), at most
+    /// `limit` of them: removed through the `operations_finished_at` index.
+    public static func retentionCondition(cutoff: Int64) -> (String, [PostgresValue]) {
+        ("status = 'completed' AND finished_at IS NOT NULL AND finished_at < $1", [.int64(cutoff)])
+    }
+
+    /// Fails as `expired` (`ReplayTransition.expire`, `QueueRules.expiryCutoff`) the pending
+    /// operations created before `cutoff` whose lane no instance holds (a holder expires its own
+    /// as it takes them), at most `limit`; answers how many, and their lanes lose them.
+    public static func expire(cutoff: Int64, limit: Int, now: Int64) -> Statement {
+        ("""
+         WITH expired AS (
+             UPDATE operations o SET status = 'failed', last_error = 'expired', next_attempt_at = NULL, finished_at = $2
+              WHERE o.id IN (SELECT id FROM operations WHERE status = 'pending' AND created_at < $1 ORDER BY seq LIMIT $3
+                             FOR UPDATE SKIP LOCKED)
+                AND NOT EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane AND l.holder IS NOT NULL
+                                   AND l.lease_until > now())
+             RETURNING o.origin, o.lane),
+         counted AS (SELECT origin, lane, count(*) AS n FROM expired GROUP BY origin, lane)
+         UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
+          WHERE l.origin = counted.origin AND l.lane = counted.lane
+         """, [.int64(cutoff), .int64(now), .int64(Int64(limit))])
+    }
+
+    /// `ids` as a PostgreSQL array literal of UUIDs (`{…,…}`): their text holds no character
+    /// the literal would need to quote.
+    static func uuidArray(_ ids: [UUID]) -> String {
+        "{" + ids.map(\.lowercasedText).joined(separator: ",") + "}"
+    }
+}

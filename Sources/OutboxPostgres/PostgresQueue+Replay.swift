@@ -1,0 +1,351 @@
+import Foundation
+import OutboxModel
+import OutboxQueue
+import Synchronization
+
+/// The lanes this instance holds claims on, each with the operations it took ahead: all of the
+/// shared queue that lives in this instance's memory.
+struct LaneBook: Sendable {
+    var lanes: [LaneID: HeldLane] = [:]
+    /// The held lanes of each origin (by its text), for `takeWork`.
+    var byOrigin: [String: Set<LaneID>] = [:]
+    /// The lane of each operation in flight, or whose state `record` is writing.
+    var inFlight: [UUID: LaneID] = [:]
+    /// Turns handed out: a lane that delivered goes behind the others of its origin.
+    var nextTurn: UInt64 = 0
+
+    mutating func add(_ lane: HeldLane, as id: LaneID) {
+        lanes[id] = lane
+        byOrigin[id.origin, default: []].insert(id)
+    }
+
+    mutating func remove(_ id: LaneID) -> HeldLane? {
+        guard let lane = lanes.removeValue(forKey: id) else { return nil }
+        byOrigin[id.origin]?.remove(id)
+        if byOrigin[id.origin]?.isEmpty == true { byOrigin[id.origin] = nil }
+        if let flying = lane.inFlight { inFlight[flying.id] = nil }
+        return lane
+    }
+
+    func held(origin: String) -> Int { byOrigin[origin]?.count ?? 0 }
+}
+
+/// One lane this instance delivers: its claim, what it took ahead in the lane's order, the
+/// attempt in flight, and the writes of its outcomes not yet committed (the claim is let go
+/// only after them: a write made under a claim that is gone matches nothing).
+struct HeldLane: Sendable {
+    var claim: LaneClaim
+    var origin: Origin
+    /// Taken ahead, in the lane's order (rank, then arrival), each with its attempt counted.
+    var ahead: [Ahead] = []
+    var inFlight: InFlight?
+    var unwritten = 0
+    var refilling = false
+    /// The last look ahead found fewer operations than it asked for: the lane holds no more
+    /// than what is here (until something is added to it).
+    var exhausted = false
+    var releasing = false
+    var turn: UInt64
+
+    struct InFlight: Sendable {
+        var id: UUID
+        var request: OperationRequest
+        var cancellation: CallCancellation
+        /// The attempt count committed for it.
+        var marked: Int
+    }
+
+    var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten == 0 && !refilling && exhausted && !releasing }
+
+    /// Adds what a look ahead found, keeping the lane's order; one already here keeps its place.
+    mutating func merge(_ found: [Ahead]) {
+        let known = Set(ahead.map(\.id))
+        ahead += found.filter { !known.contains($0.id) }
+        // Stable: an operation put back for its retry stays first among equals.
+        ahead.sort { ($0.rank, -$0.seq) > ($1.rank, -$1.seq) }
+    }
+}
+
+/// An operation a held lane took ahead.
+struct Ahead: Sendable {
+    var snapshot: OperationSnapshot
+    var seq: Int64
+    var rank: Int
+    /// Nil while its body, too large to come ahead, is not read yet.
+    var request: OperationRequest?
+    /// The attempt count committed for it: an attempt numbered above needs a mark first.
+    var marked: Int
+    /// Its dependency ended failed or conflict (`QueueRules.dependency`).
+    var doomed: Bool
+    var loading = false
+
+    var id: UUID { snapshot.id }
+}
+
+extension PostgresQueue {
+    /// A lane asks for more once fewer than this many are left ahead; it asks for twice as many.
+    static let refillBelow = 16
+
+    package var forcedOffline: Bool { offline.load(ordering: .relaxed) }
+
+    package var originsWithWork: [Origin] { Array(originsWithWorkCache.withLock { $0 }) }
+
+    package func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
+        enum Step {
+            case attempt(ReplayAttempt, LaneID, PostgresGroupCommit.Statement, AttemptMark?, refill: Bool)
+            case failDependent(UUID, OperationState)
+            case wait(Int64)
+            case idle
+        }
+        var loads: [(UUID, LaneID)] = []
+        let step = book.withLock { book -> Step in
+            guard let held = book.byOrigin[origin.description] else { return .idle }
+            var earliest: Int64?
+            for laneID in held.sorted(by: { (book.lanes[$0]?.turn ?? 0) < (book.lanes[$1]?.turn ?? 0) }) {
+                guard var lane = book.lanes[laneID], lane.inFlight == nil, !lane.releasing, let head = lane.ahead.first else { continue }
+                if head.doomed {
+                    // The lane waits for its write, as for an attempt's outcome.
+                    lane.ahead.removeFirst()
+                    lane.inFlight = HeldLane.InFlight(id: head.id, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
+                                                      cancellation: CallCancellation(), marked: head.marked)
+                    book.inFlight[head.id] = laneID
+                    book.lanes[laneID] = lane
+                    return .failDependent(head.id, head.snapshot.state)
+                }
+                if let due = head.snapshot.state.nextAttemptAt, due > now {
+                    earliest = min(earliest ?? due, due)
+                    continue
+                }
+                guard let request = head.request else {
+                    if !head.loading {
+                        lane.ahead[0].loading = true
+                        book.lanes[laneID] = lane
+                        loads.append((head.id, laneID))
+                    }
+                    continue
+                }
+                lane.ahead.removeFirst()
+                var taken = head.snapshot.state
+                taken.status = .pending
+                let number = taken.attempts + 1
+                let inProgress = ReplayTransition.startAttempt(current: taken, now: now, number: number)
+                let cancellation = CallCancellation()
+                lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation, marked: max(head.marked, number))
+                lane.turn = book.nextTurn
+                book.nextTurn += 1
+                lane.unwritten += 1
+                let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
+                book.inFlight[head.id] = laneID
+                book.lanes[laneID] = lane
+                // Its attempt is counted already when it was taken ahead; else (a retry) the
+                // write below counts it, and the attempt waits for its commit.
+                let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
+                let statement = PostgresOperations.record(head.id, inProgress, priority: request.priority, instance: instance,
+                                                          holder: holder, fence: lane.claim.fence)[0]
+                let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
+                                            cancellation: cancellation, mark: mark)
+                return .attempt(attempt, laneID, statement, mark, refill: refill)
+            }
+            return earliest.map { .wait($0) } ?? .idle
+        }
+        for (id, laneID) in loads { loadBody(of: id, in: laneID, origin: origin) }
+        switch step {
+        case .idle: return .idle
+        case .wait(let until): return .wait(until: until)
+        case .failDependent(let id, let state): return .failDependent(id, state)
+        case .attempt(let attempt, let laneID, let statement, let mark, let refill):
+            announce(attempt.id, attempt.inProgress, origin: origin, orderingKey: laneID.orderingKey)
+            write([statement], lane: laneID) { [self] result in
+                if let mark { mark.settle(written: (try? result.get())?.first?.affected == 1) }
+                writeDone(in: laneID)
+            }
+            if refill { lookAhead(in: laneID) }
+            return .attempt(attempt)
+        }
+    }
+
+    package func recordSoon(_ id: UUID, _ state: OperationState, written: @escaping @Sendable () -> Void) {
+        recordOutcome(id, state, written: written)
+    }
+
+    package func recordSoon(_ id: UUID, _ state: OperationState, replaying origin: Origin,
+                            written: @escaping @Sendable () -> Void) {
+        recordOutcome(id, state, written: written)
+    }
+
+    package func record(_ id: UUID, _ state: OperationState) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            recordOutcome(id, state) { continuation.resume() }
+        }
+    }
+
+    package func release(_ attempt: ReplayAttempt) {
+        // Never sent: pending as it was taken, its attempt count without this attempt; the
+        // lane takes it again first.
+        recordOutcome(attempt.id, attempt.taken, givenBack: true, written: {})
+    }
+
+    package func hasWork(for origin: Origin, now: Int64) -> Bool {
+        book.withLock { book in
+            (book.byOrigin[origin.description] ?? []).contains { laneID in
+                guard let lane = book.lanes[laneID], lane.inFlight == nil, let head = lane.ahead.first else { return false }
+                return head.doomed || (head.request != nil && (head.snapshot.state.nextAttemptAt ?? now) <= now)
+            }
+        }
+    }
+
+    /// Writes `state` of the operation in flight `id` under its lane's claim. A retry puts it
+    /// back at the head of its lane (with its new schedule); a finished one leaves the lane,
+    /// which looks for more.
+    private func recordOutcome(_ id: UUID, _ state: OperationState, givenBack: Bool = false,
+                               written: @escaping @Sendable () -> Void) {
+        let found = book.withLock { book -> (LaneID, LaneClaim, OperationRequest, Bool)? in
+            guard let laneID = book.inFlight[id], var lane = book.lanes[laneID], let flying = lane.inFlight, flying.id == id else {
+                return nil
+            }
+            if state.status != .inProgress {
+                lane.inFlight = nil
+                book.inFlight[id] = nil
+            }
+            if state.status == .pending {
+                var snapshot = OperationSnapshot(flying.request, state: state)
+                snapshot.instance = instance
+                lane.ahead.insert(Ahead(snapshot: snapshot, seq: 0, rank: Int.max, request: flying.request,
+                                        marked: givenBack ? state.attempts : flying.marked, doomed: false), at: 0)
+            }
+            lane.unwritten += 1
+            let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
+            book.lanes[laneID] = lane
+            return (laneID, lane.claim, flying.request, refill)
+        }
+        guard let (laneID, claim, request, refill) = found else {
+            // Not this instance's any more (its lane was taken over or let go): the holder now
+            // decides, and a write under the old claim would match nothing.
+            written()
+            return
+        }
+        if !givenBack { announce(id, state, origin: request.origin, orderingKey: request.orderingKey) }
+        let statements = PostgresOperations.record(id, state, priority: request.priority, instance: instance, holder: holder,
+                                                   fence: claim.fence)
+        write(statements, lane: laneID) { [self] result in
+            if case .success(let results) = result, results.first?.affected != 1 {
+                logger.info("store_write_fenced", ["id": id.lowercasedText, "origin": claim.origin,
+                                                   "note": "the lane or the operation changed hands; its state was not written"])
+            }
+            written()
+            writeDone(in: laneID)
+        }
+        if refill { lookAhead(in: laneID) }
+    }
+
+    /// One write of `laneID`'s committed (or failed): the lane may now be idle, and is let go.
+    func writeDone(in laneID: LaneID) {
+        let release = book.withLock { book -> LaneClaim? in
+            guard var lane = book.lanes[laneID] else { return nil }
+            lane.unwritten -= 1
+            let idle = lane.isIdle
+            if idle { lane.releasing = true }
+            book.lanes[laneID] = lane
+            return idle ? lane.claim : nil
+        }
+        if let release { letGo(laneID, release) }
+    }
+
+    /// Takes the lane's next operations ahead (counting their attempts), after whatever the
+    /// lane wrote before: the lane's writes go through the writer in order.
+    func lookAhead(in laneID: LaneID) {
+        guard let (claim, excluding) = book.withLock({ book -> (LaneClaim, [UUID])? in
+            // One look at a time: the next one is asked for when this one is back, if needed.
+            guard var lane = book.lanes[laneID], !lane.refilling, !lane.releasing else { return nil }
+            lane.refilling = true
+            book.lanes[laneID] = lane
+            return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []))
+        }) else { return }
+        let limit = Self.refillBelow * 2
+        let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
+                                                     instance: instance, holder: holder, fence: claim.fence)
+        write([statement], lane: laneID) { [self] result in
+            var found: [Ahead] = []
+            var failed = false
+            switch result {
+            case .success(let results):
+                let rows = results[0]
+                for row in rows.rows.indices {
+                    do {
+                        let taken = try PostgresOperations.aheadRow(rows, row: row)
+                        var snapshot = taken.row.snapshot
+                        var state = snapshot.state
+                        // The count includes the attempt just marked; the state says what was made.
+                        let marked = state.attempts
+                        state.attempts = max(0, marked - 1)
+                        if state.status == .inProgress { state.status = .pending }
+                        snapshot.state = state
+                        found.append(Ahead(snapshot: snapshot, seq: taken.row.seq, rank: taken.rank, request: taken.request,
+                                           marked: marked, doomed: QueueRules.dependency(taken.dependencyStatus) == .doomed))
+                    } catch {
+                        logger.error("store_read_failed", ["origin": laneID.origin, "error": "\(error)"])
+                    }
+                }
+            case .failure(let error):
+                failed = true
+                logger.warn("store_lane_read_failed", ["origin": laneID.origin, "error": "\(error)"])
+            }
+            let (idle, origin) = book.withLock { book -> (LaneClaim?, Origin?) in
+                guard var lane = book.lanes[laneID] else { return (nil, nil) }
+                lane.refilling = false
+                lane.merge(found)
+                // A failed look says nothing: the lane stays unexhausted, and the keeper has it
+                // look again.
+                lane.exhausted = !failed && found.count < limit
+                let idle = lane.isIdle
+                if idle { lane.releasing = true }
+                book.lanes[laneID] = lane
+                return (idle ? lane.claim : nil, lane.origin)
+            }
+            if let idle { letGo(laneID, idle) }
+            if let origin, !found.isEmpty { kick([origin]) }
+        }
+    }
+
+    /// Reads the body of an operation that is its lane's head but came ahead without it.
+    private func loadBody(of id: UUID, in laneID: LaneID, origin: Origin) {
+        let statement = PostgresOperations.request(id)
+        read({ connection throws(PostgresError) in try connection.execute(statement.sql, statement.parameters) }) { [self] result in
+            var request: OperationRequest?
+            if case .success(let rows) = result, !rows.rows.isEmpty {
+                if let headersText = rows.value(0, "headers"), let headers = PostgresOperations.headers(fromJSON: headersText),
+                   let body = rows.bytes(0, "body"), let summary = try? PostgresOperations.summary(rows, row: 0) {
+                    request = OperationRequest(summary.snapshot, headers: headers, body: body)
+                }
+            }
+            book.withLock { book in
+                guard var lane = book.lanes[laneID], let index = lane.ahead.firstIndex(where: { $0.id == id }) else { return }
+                lane.ahead[index].loading = false
+                if let request { lane.ahead[index].request = request }
+                // Gone (deleted) or unreadable: a poke or the next look ahead sorts it out.
+                if case .success(let rows) = result, rows.rows.isEmpty { lane.ahead.remove(at: index) }
+                book.lanes[laneID] = lane
+            }
+            kick([origin])
+        }
+    }
+
+    /// Lets a lane go that has nothing left: its claim is released on the keeper's connection,
+    /// and the lane's row removed when no work is left in it.
+    func letGo(_ laneID: LaneID, _ claim: LaneClaim) {
+        keeperThread.submit { [self] connection in
+            if case .success(let connection) = connection {
+                do throws(PostgresError) {
+                    try PostgresLanes.release(connection, claim, holder: holder)
+                } catch {
+                    // The lease lapses by itself; nothing else depends on this release.
+                    noteFailure(error)
+                }
+            }
+            book.withLock { book in
+                guard book.lanes[laneID]?.claim == claim else { return }
+                _ = book.remove(laneID)
+            }
+        }
+    }
+}
