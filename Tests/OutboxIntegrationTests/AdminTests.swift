@@ -4,12 +4,12 @@ import Testing
 /// The admin API's writing endpoints and its gate, through real sockets.
 @Suite("Admin API", .harnessThreads)
 struct AdminTests {
-    @Test func retryOfAFailedOperationLeadsToDelivery() async throws {
+    @Test(arguments: TestStore.both) func retryOfAFailedOperationLeadsToDelivery(store: TestStore) async throws {
         let fixed = Gate()
         let upstream = try TestUpstream { _ in
             fixed.isOpen ? .respond(.text("created", status: 201)) : .respond(.text("bad input", status: 400))
         }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let queued = try outbox.enqueue(body: "x", headers: [HeaderField("Outbox-Mode", "queue")])
         _ = try await outbox.waitForOperation(queued.id, toBe: ["failed"])
 
@@ -24,10 +24,10 @@ struct AdminTests {
         expectErrorResponse(again, status: 409, from: outbox)
     }
 
-    @Test func deleteAnswers204ThenTheOperationIs404() async throws {
+    @Test(arguments: TestStore.both) func deleteAnswers204ThenTheOperationIs404(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let queued = try outbox.enqueue(body: "doomed")
         let deleted = try outbox.send("DELETE", "/admin/operations/\(queued.id)")
         #expect(deleted.status == 204, "\(deleted)")
@@ -36,11 +36,11 @@ struct AdminTests {
         expectErrorResponse(try outbox.send("DELETE", "/admin/operations/\(queued.id)"), status: 404, from: outbox)
     }
 
-    @Test func deleteByStatusReportsHowManyWereRemoved() async throws {
+    @Test(arguments: TestStore.both) func deleteByStatusReportsHowManyWereRemoved(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             request.bodyText.hasPrefix("bad") ? .respond(.text("no", status: 400)) : .respond(.text("ok", status: 201))
         }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         var ids: [String] = []
         for body in ["bad-1", "bad-2", "good"] {
             ids.append(try outbox.enqueue(body: body, headers: [HeaderField("Outbox-Mode", "queue")]).id)
@@ -54,10 +54,10 @@ struct AdminTests {
         expectErrorResponse(try outbox.send("DELETE", "/admin/operations?status=lost"), status: 400, from: outbox)
     }
 
-    @Test func listAndDeleteByStatusRejectAnUnknownStatusAlikeAndDeleteNothing() async throws {
+    @Test(arguments: TestStore.both) func listAndDeleteByStatusRejectAnUnknownStatusAlikeAndDeleteNothing(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let queued = try outbox.enqueue(body: "kept")
         let listed = try outbox.send("GET", "/admin/operations?status=lost")
         let deleted = try outbox.send("DELETE", "/admin/operations?status=lost")
@@ -69,9 +69,9 @@ struct AdminTests {
         #expect(try outbox.operation(queued.id).string("status") == "pending")
     }
 
-    @Test func offlineSwitchQueuesWritesWithTheUpstreamUpAndDeliversNothingUntilAuto() async throws {
+    @Test(arguments: TestStore.both) func offlineSwitchQueuesWritesWithTheUpstreamUpAndDeliversNothingUntilAuto(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("ok", status: 201)) }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let off = try outbox.send("PUT", "/admin/connectivity", body: #"{"mode":"offline"}"#,
                                   headers: [HeaderField("Content-Type", "application/json")])
         #expect(off.status == 200, "\(off)")
@@ -92,9 +92,9 @@ struct AdminTests {
     }
 
     /// curl asks for a Continue before larger bodies and waits a second for it otherwise.
-    @Test func anAdminRequestAskingForContinue_GetsItBeforeItsBody() async throws {
+    @Test(arguments: TestStore.both) func anAdminRequestAskingForContinue_GetsItBeforeItsBody(store: TestStore) async throws {
         let upstream = try TestUpstream()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, store: store)
         let body = #"{"mode":"offline"}"#
         let client = try outbox.connect()
         try client.send("PUT /admin/connectivity HTTP/1.1\r\nHost: 127.0.0.1:\(outbox.port)\r\nContent-Type: application/json\r\n"
@@ -107,10 +107,10 @@ struct AdminTests {
         #expect(try outbox.admin("status").bodyText.contains("offline"))
     }
 
-    @Test func flushAndPruneAnswerAsSpecified() async throws {
+    @Test(arguments: TestStore.both) func flushAndPruneAnswerAsSpecified(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         _ = try outbox.enqueue(body: "old")
         #expect(try outbox.send("POST", "/admin/flush").status == 202)
         let pruned = try outbox.send("POST", "/admin/prune?olderThanSeconds=0")
@@ -123,9 +123,9 @@ struct AdminTests {
         expectErrorResponse(try outbox.admin("nowhere"), status: 404, from: outbox)
     }
 
-    @Test func tokenIsRequiredWhenConfigured() async throws {
+    @Test(arguments: TestStore.both) func tokenIsRequiredWhenConfigured(store: TestStore) async throws {
         let upstream = try TestUpstream()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: #"{"admin": {"token": "s3cret-token"}}"#)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: #"{"admin": {"token": "s3cret-token"}}"#, store: store)
         expectErrorResponse(try outbox.admin("status"), status: 401, from: outbox)
         let wrong = try outbox.send("GET", "/admin/status", headers: [HeaderField("Authorization", "Bearer nope")])
         expectErrorResponse(wrong, status: 401, from: outbox)
@@ -133,9 +133,9 @@ struct AdminTests {
         #expect(right.status == 200, "\(right)")
     }
 
-    @Test func crossSiteOriginAndForeignHostAreRefused() async throws {
+    @Test(arguments: TestStore.both) func crossSiteOriginAndForeignHostAreRefused(store: TestStore) async throws {
         let upstream = try TestUpstream()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, store: store)
         let crossSite = try outbox.send("GET", "/admin/status", headers: [HeaderField("Origin", "http://evil.example")])
         expectErrorResponse(crossSite, status: 403, from: outbox)
         let sameSite = try outbox.send("GET", "/admin/status", headers: [HeaderField("Origin", "http://127.0.0.1:\(outbox.port)")])
@@ -145,9 +145,9 @@ struct AdminTests {
         expectErrorResponse(try client.readResponse(), status: 403, from: outbox)
     }
 
-    @Test func authorizationIsRedactedInTheAdminViewButReachesTheUpstream() async throws {
+    @Test(arguments: TestStore.both) func authorizationIsRedactedInTheAdminViewButReachesTheUpstream(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("ok", status: 201)) }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let queued = try outbox.enqueue(body: "secret", headers: [
             HeaderField("Outbox-Mode", "queue"), HeaderField("Authorization", "Bearer user-secret"),
         ])

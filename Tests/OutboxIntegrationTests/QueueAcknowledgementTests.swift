@@ -13,10 +13,10 @@ struct QueueAcknowledgementTests {
             && groups.allSatisfy { $0.allSatisfy { "0123456789abcdef".contains($0) } }
     }
 
-    @Test func writeToDownUpstreamIsAcceptedWithOperationIdKeyAndLocation() async throws {
+    @Test(arguments: TestStore.both) func writeToDownUpstreamIsAcceptedWithOperationIdKeyAndLocation(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let response = try outbox.send("POST", "/items", body: #"{"name":"a"}"#,
                                        headers: [HeaderField("Content-Type", "application/json")])
@@ -44,10 +44,10 @@ struct QueueAcknowledgementTests {
         #expect(detail.string("method") == "POST", "\(detail)")
     }
 
-    @Test func clientIdempotencyKeyIsKeptAndEchoed() async throws {
+    @Test(arguments: TestStore.both) func clientIdempotencyKeyIsKeptAndEchoed(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let key = "client-key-\(UUID().uuidString)"
 
         let queued = try outbox.enqueue(body: "x", headers: [HeaderField("Idempotency-Key", key)])
@@ -56,20 +56,20 @@ struct QueueAcknowledgementTests {
         #expect(try outbox.operation(queued.id).string("idempotencyKey") == key)
     }
 
-    @Test func twoWritesGetDistinctIdsAndKeys() async throws {
+    @Test(arguments: TestStore.both) func twoWritesGetDistinctIdsAndKeys(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let first = try outbox.enqueue(body: "one")
         let second = try outbox.enqueue(body: "two")
         #expect(first.id != second.id)
         #expect(first.idempotencyKey != second.idempotencyKey)
     }
 
-    @Test func readFromDownUpstreamGetsServiceUnavailableWithRetryAfterAndIsNotStored() async throws {
+    @Test(arguments: TestStore.both) func readFromDownUpstreamGetsServiceUnavailableWithRetryAfterAndIsNotStored(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let response = try outbox.send("GET", "/items")
         expectErrorResponse(response, status: 503, from: outbox)
@@ -80,9 +80,9 @@ struct QueueAcknowledgementTests {
         #expect(status.object("counts")?.int("pending") == 0, "a GET was stored: \(status)")
     }
 
-    @Test func queueModeStoresWhileUpstreamIsUpThenDeliversWithoutControlHeaders() async throws {
+    @Test(arguments: TestStore.both) func queueModeStoresWhileUpstreamIsUpThenDeliversWithoutControlHeaders(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("created", status: 201)) }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let queued = try outbox.enqueue(body: "fire-and-forget", headers: [
             HeaderField("Outbox-Mode", "queue"), HeaderField("Outbox-Tag", "batch-7"),

@@ -10,10 +10,10 @@ struct QueueDependencyTests {
             : .respond(.text("created", status: 201))
     }
 
-    @Test func dependentWaitsForItsDependencyEvenWithHigherPriority() async throws {
+    @Test(arguments: TestStore.both) func dependentWaitsForItsDependencyEvenWithHigherPriority(store: TestStore) async throws {
         let upstream = try TestUpstream(handler: Self.rejectsSome)
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let parent = try outbox.enqueue(body: "parent", headers: [HeaderField("Outbox-Priority", "low")])
         // Critical would go first on priority alone; the dependency must hold it back.
@@ -29,10 +29,10 @@ struct QueueDependencyTests {
         #expect(upstream.requests.allSatisfy { $0.leakedControlHeaders.isEmpty }, "Outbox-Depends-On reached the upstream")
     }
 
-    @Test func dependentFailsWhenItsDependencyFails() async throws {
+    @Test(arguments: TestStore.both) func dependentFailsWhenItsDependencyFails(store: TestStore) async throws {
         let upstream = try TestUpstream(handler: Self.rejectsSome)
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let parent = try outbox.enqueue(body: "reject-parent")
         let child = try outbox.enqueue(body: "child", headers: [HeaderField("Outbox-Depends-On", parent.id)])
@@ -50,10 +50,10 @@ struct QueueDependencyTests {
                 "the dependent was delivered after all: \(upstream.requests.map(\.bodyText))")
     }
 
-    @Test func dependencyCanBeNamedByIdempotencyKey() async throws {
+    @Test(arguments: TestStore.both) func dependencyCanBeNamedByIdempotencyKey(store: TestStore) async throws {
         let upstream = try TestUpstream(handler: Self.rejectsSome)
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let parent = try outbox.enqueue(body: "parent", headers: [
             HeaderField("Idempotency-Key", "order-42"), HeaderField("Outbox-Priority", "low"),

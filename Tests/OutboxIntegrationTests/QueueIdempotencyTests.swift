@@ -6,12 +6,12 @@ import Testing
 /// completed, a repeat gets the stored upstream response marked `Idempotent-Replayed: true`.
 @Suite("Queue: idempotency", .harnessThreads)
 struct QueueIdempotencyTests {
-    @Test func repeatedKeyIsOneOperationDeliveredOnceThenReplayedFromStore() async throws {
+    @Test(arguments: TestStore.both) func repeatedKeyIsOneOperationDeliveredOnceThenReplayedFromStore(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             .respond(.text("created \(request.bodyText)", status: 201, headers: [HeaderField("X-Upstream", "yes")]))
         }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let key = [HeaderField("Idempotency-Key", "pay-123")]
 
         let first = try outbox.enqueue(body: "amount=5", headers: key)
@@ -42,13 +42,13 @@ struct QueueIdempotencyTests {
     /// carries no digest: a client that repeats the request under that key must still get the
     /// same operation, and another request under it a 422, also from a restarted process that
     /// knows the operation from disk only.
-    @Test func keyOutboxMadeUpRecognisesItsRequestAcrossKillNine() async throws {
+    @Test(arguments: TestStore.both) func keyOutboxMadeUpRecognisesItsRequestAcrossKillNine(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
         let home = try TemporaryDirectory()
         let data = home.file("data")
         let config = OutboxProcess.fastQueueConfig()
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
         let stored = try first.enqueue("/orders?x=1", body: "amount=5")
         let key = [HeaderField("Idempotency-Key", stored.idempotencyKey)]
 
@@ -64,14 +64,14 @@ struct QueueIdempotencyTests {
         try expectOneOperation(first, "before the kill")
         first.terminate(signal: SIGKILL)
         #expect(try await first.waitForExit() == .signaled(SIGKILL))
-        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
         try expectOneOperation(second, "after kill -9 and a restart")
     }
 
-    @Test func sameKeyWithAnotherTargetIsUnprocessable() async throws {
+    @Test(arguments: TestStore.both) func sameKeyWithAnotherTargetIsUnprocessable(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let key = [HeaderField("Idempotency-Key", "k-target")]
 
         _ = try outbox.enqueue("/a", body: "same", headers: key)
@@ -85,7 +85,7 @@ struct QueueIdempotencyTests {
     /// forward proxy to another origin is another operation, delivered there, and a repeat to
     /// each origin gets that origin's own stored answer. On a global key table the second
     /// origin's write was answered with the first's operation and never delivered.
-    @Test func sameKeyToAnotherOriginIsAnotherOperation_EachDeliveredAndAnsweredByItsOwn() async throws {
+    @Test(arguments: TestStore.both) func sameKeyToAnotherOriginIsAnotherOperation_EachDeliveredAndAnsweredByItsOwn(store: TestStore) async throws {
         let first = try TestUpstream { _ in .respond(.text("first origin", status: 201)) }
         let second = try TestUpstream { _ in .respond(.text("second origin", status: 201)) }
         first.stop()
@@ -94,7 +94,7 @@ struct QueueIdempotencyTests {
             {"forwardProxy": {"enabled": true, "allowedHosts": ["127.0.0.1"]},
              "reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
              "retry": {"preset": "immediate"}}
-            """)
+            """, store: store)
         let key = [HeaderField("Idempotency-Key", "shared-key")]
         let atFirst = try outbox.enqueue("\(first.baseURL)/pay", body: "amount=5", headers: key)
         let atSecond = try outbox.enqueue("\(second.baseURL)/pay", body: "amount=5", headers: key)
@@ -121,7 +121,7 @@ struct QueueIdempotencyTests {
     /// not the first user's answer (which can echo a secret), also after a restart, when the
     /// digest comes from the record on disk. (A clean stop: after kill -9 the completion may not
     /// be on disk yet, and the write would rightly be delivered again.)
-    @Test func storedResponseIsGivenOnlyToTheSameCredentials_AlsoAfterARestart() async throws {
+    @Test(arguments: TestStore.both) func storedResponseIsGivenOnlyToTheSameCredentials_AlsoAfterARestart(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             .respond(.text("secret for \(request.headers.values("Authorization").first ?? "nobody")", status: 201))
         }
@@ -133,7 +133,7 @@ struct QueueIdempotencyTests {
              "reachability": {"probeIntervalSeconds": 0.1, "connectTimeoutSeconds": 1},
              "retry": {"preset": "immediate"}}
             """
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
         func headers(_ extra: [HeaderField]) -> [HeaderField] { [HeaderField("Idempotency-Key", "pay-9")] + extra }
         let alice = [HeaderField("Authorization", "Bearer alice"), HeaderField("Cookie", "s=1")]
         let stored = try first.enqueue("/pay", body: "amount=5", headers: headers(alice))
@@ -141,7 +141,7 @@ struct QueueIdempotencyTests {
         try first.drain()
         first.terminate(signal: SIGTERM)
         #expect(try await first.waitForExit() == .exited(0))
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
 
         let again = try outbox.send("POST", "/pay", body: "amount=5", headers: headers(alice))
         #expect(again.status == 201 && again.bodyText == "secret for Bearer alice", "\(again)\n\(outbox)")

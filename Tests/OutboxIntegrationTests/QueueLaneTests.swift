@@ -34,7 +34,7 @@ struct QueueLaneTests {
         Dictionary(grouping: requests.map(\.bodyText), by: { String($0.prefix { $0 != "-" }) })
     }
 
-    @Test func threeKeysAreDeliveredTwoLanesAtATime_EachKeyInOrder() async throws {
+    @Test(arguments: TestStore.both) func threeKeysAreDeliveredTwoLanesAtATime_EachKeyInOrder(store: TestStore) async throws {
         let inFlight = InFlight()
         let twoAtOnce = Gate()
         // Every request is held until two have been in flight together: with one lane at a
@@ -48,7 +48,7 @@ struct QueueLaneTests {
         }
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            replay: #""maxConcurrentPerOrigin": 2"#))
+            replay: #""maxConcurrentPerOrigin": 2"#), store: store)
 
         let keys = ["red", "green", "blue"]
         var queued: [String: [QueuedOperation]] = [:]
@@ -78,7 +78,7 @@ struct QueueLaneTests {
         #expect(upstream.requests.count == 12, "duplicates: \(upstream.requests.map(\.bodyText))")
     }
 
-    @Test func writesWithoutAKeyAreOneLane_StrictlyInOrderAndNeverTwoAtOnce() async throws {
+    @Test(arguments: TestStore.both) func writesWithoutAKeyAreOneLane_StrictlyInOrderAndNeverTwoAtOnce(store: TestStore) async throws {
         let inFlight = InFlight()
         let upstream = try TestUpstream { _ in
             _ = inFlight.enter()
@@ -87,7 +87,7 @@ struct QueueLaneTests {
         }
         upstream.stop()
         // The default bound (8) allows many lanes: only the one default lane limits this to one.
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         for n in 0..<12 { _ = try outbox.enqueue(body: "n=\(n)") }
         try upstream.restart()
@@ -98,7 +98,7 @@ struct QueueLaneTests {
         #expect(inFlight.most == 1, "\(inFlight.most) unkeyed writes in flight at once")
     }
 
-    @Test func aKeyBackingOffDoesNotHoldBackAnotherKey_AndFlushWakesIt() async throws {
+    @Test(arguments: TestStore.both) func aKeyBackingOffDoesNotHoldBackAnotherKey_AndFlushWakesIt(store: TestStore) async throws {
         // 500 is retryable but does not mark the origin offline: only lane "a" waits.
         let upstream = try TestUpstream { request in
             request.bodyText == "a-0" && request.attempt == 1 ? .respond(.text("oops", status: 500))
@@ -107,7 +107,7 @@ struct QueueLaneTests {
         upstream.stop()
         // A 30 s backoff: lane b must finish long before lane a may try again.
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            retry: #""maxRetries": 3, "baseDelaySeconds": 30, "multiplier": 1, "jitter": false"#))
+            retry: #""maxRetries": 3, "baseDelaySeconds": 30, "multiplier": 1, "jitter": false"#), store: store)
 
         let a0 = try outbox.enqueue(body: "a-0", headers: [HeaderField("Outbox-Ordering-Key", "a")])
         let a1 = try outbox.enqueue(body: "a-1", headers: [HeaderField("Outbox-Ordering-Key", "a")])
@@ -128,7 +128,7 @@ struct QueueLaneTests {
         #expect(try outbox.operation(a1.id).string("status") == "completed")
     }
 
-    @Test func aQueuedKeyHoldsBackOnlyItsOwnWrites_OthersAreForwarded() async throws {
+    @Test(arguments: TestStore.both) func aQueuedKeyHoldsBackOnlyItsOwnWrites_OthersAreForwarded(store: TestStore) async throws {
         let release = Gate()
         let upstream = try TestUpstream { request in
             if request.bodyText == "a-first" {
@@ -136,7 +136,7 @@ struct QueueLaneTests {
             }
             return .respond(.text("direct", status: 201))
         }
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         let keyA = HeaderField("Outbox-Ordering-Key", "a")
 
         let first = try outbox.enqueue(body: "a-first", headers: [keyA, HeaderField("Outbox-Mode", "queue")])
@@ -179,10 +179,10 @@ struct QueueLaneTests {
         #expect(listed.objects("operations")?.isEmpty == true, "\(listed)")
     }
 
-    @Test func operationsShowTheirOrderingKey_AndTheListFiltersOnIt() async throws {
+    @Test(arguments: TestStore.both) func operationsShowTheirOrderingKey_AndTheListFiltersOnIt(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         // A key with characters that need percent-encoding in a query.
         let odd = "acct&id=7+x"
         let plain = try outbox.enqueue(body: "plain", headers: [HeaderField("Outbox-Ordering-Key", "orders")])
@@ -209,7 +209,7 @@ struct QueueLaneTests {
         #expect(all.first { $0.string("id") == unkeyed.id }?.isNull("orderingKey") == true)
     }
 
-    @Test func aDependencyInAnotherLaneIsWaitedFor() async throws {
+    @Test(arguments: TestStore.both) func aDependencyInAnotherLaneIsWaitedFor(store: TestStore) async throws {
         // The parent fails once (retried after 0.05 s); the child, in another lane, would go
         // at once on lanes alone.
         let upstream = try TestUpstream { request in
@@ -218,7 +218,7 @@ struct QueueLaneTests {
         }
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            retry: #""maxRetries": 3, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#))
+            retry: #""maxRetries": 3, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#), store: store)
 
         let parent = try outbox.enqueue(body: "parent", headers: [HeaderField("Outbox-Ordering-Key", "p")])
         let child = try outbox.enqueue(body: "child", headers: [
@@ -231,19 +231,19 @@ struct QueueLaneTests {
         #expect(try outbox.operation(child.id).string("status") == "completed")
     }
 
-    @Test func theOrderingKeySurvivesARestart() async throws {
+    @Test(arguments: TestStore.both) func theOrderingKeySurvivesARestart(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
         let home = try TemporaryDirectory()
         let data = home.file("data")
         let config = OutboxProcess.fastQueueConfig()
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
         let keyed = try first.enqueue(body: "keyed", headers: [HeaderField("Outbox-Ordering-Key", "k-1")])
         let unkeyed = try first.enqueue(body: "unkeyed")
         first.terminate()
         _ = try await first.waitForExit()
 
-        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data)
+        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: data, store: store)
         #expect(try second.operation(keyed.id).string("orderingKey") == "k-1")
         #expect(try second.operation(unkeyed.id).isNull("orderingKey"))
         try upstream.restart()

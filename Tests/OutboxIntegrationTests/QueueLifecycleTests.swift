@@ -6,11 +6,11 @@ import Testing
 /// drain that cannot finish.
 @Suite("Queue: lifecycle and probes", .harnessThreads)
 struct QueueLifecycleTests {
-    @Test func unfinishedOperationOlderThanTheTTLFailsAsExpired() async throws {
+    @Test(arguments: TestStore.both) func unfinishedOperationOlderThanTheTTLFailsAsExpired(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            queue: #""ttlSeconds": 0.3"#))
+            queue: #""ttlSeconds": 0.3"#), store: store)
         let queued = try outbox.enqueue(body: "too late")
         let expired = try await outbox.waitForOperation(queued.id, toBe: ["failed"])
         #expect(expired.string("lastError") == "expired", "\(expired)")
@@ -23,11 +23,11 @@ struct QueueLifecycleTests {
     /// Through the binary, the removal: real time cannot show that the operation stayed for the
     /// whole period (a descheduled test may look after it), so that half, with the stored
     /// response answered until the period ends, is `QueueRetentionTests` on the queue's clock.
-    @Test func completedOperationIsRemovedAfterTheRetentionPeriod() async throws {
+    @Test(arguments: TestStore.both) func completedOperationIsRemovedAfterTheRetentionPeriod(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("stored", status: 201)) }
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            queue: #""completedRetentionSeconds": 0.5"#))
+            queue: #""completedRetentionSeconds": 0.5"#), store: store)
         let queued = try outbox.enqueue(body: "keep me briefly", headers: [HeaderField("Idempotency-Key", "retained-1")])
         try upstream.restart()
         try outbox.drain()
@@ -38,10 +38,10 @@ struct QueueLifecycleTests {
         #expect(status == 404, "the completed operation outlived completedRetentionSeconds\n\(outbox)")
     }
 
-    @Test func drainAnswers504WhileTheUpstreamStaysDown() async throws {
+    @Test(arguments: TestStore.both) func drainAnswers504WhileTheUpstreamStaysDown(store: TestStore) async throws {
         let upstream = try TestUpstream()
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
         _ = try outbox.enqueue(body: "stuck")
         let started = ContinuousClock.now
         let response = try outbox.admin("drain?timeoutSeconds=0.5")
@@ -50,7 +50,7 @@ struct QueueLifecycleTests {
         #expect(ContinuousClock.now - started >= .milliseconds(450))
     }
 
-    @Test func probePathMustAnswerBelow500BeforeReplayStarts() async throws {
+    @Test(arguments: TestStore.both) func probePathMustAnswerBelow500BeforeReplayStarts(store: TestStore) async throws {
         let healthy = Gate()
         let upstream = try TestUpstream { request in
             if request.target == "/health" {
@@ -62,7 +62,7 @@ struct QueueLifecycleTests {
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: """
             {"reachability": {"probeIntervalSeconds": 0.1, "probePath": "/health"}, "retry": {"preset": "immediate"}}
-            """)
+            """, store: store)
         let queued = try outbox.enqueue(body: "after health")
         try upstream.restart()
         // TCP connects now succeed, but the probe path says 503: several probes, no delivery.

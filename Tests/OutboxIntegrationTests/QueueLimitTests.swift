@@ -4,12 +4,12 @@ import Testing
 /// stored stays intact, and the proxy keeps forwarding to origins that answer.
 @Suite("Queue: limits", .harnessThreads)
 struct QueueLimitTests {
-    @Test func fullQueueRefusesWritesWith507AndStillForwardsReads() async throws {
+    @Test(arguments: TestStore.both) func fullQueueRefusesWritesWith507AndStillForwardsReads(store: TestStore) async throws {
         let down = try TestUpstream { _ in .respond(.text("created", status: 201)) }
         down.stop()
         let live = try TestUpstream { _ in .respond(.text("live")) }
         let outbox = try await OutboxProcess.start(upstream: down.baseURL, config: OutboxProcess.fastQueueConfig(
-            queue: #""maxOperations": 3"#))
+            queue: #""maxOperations": 3"#), store: store)
 
         var stored: [QueuedOperation] = []
         for n in 0..<3 {

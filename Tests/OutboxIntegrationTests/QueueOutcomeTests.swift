@@ -4,14 +4,14 @@ import Testing
 /// upstream's answer, another 4xx is `failed`; either way the lane goes on with the next write.
 @Suite("Queue: conflict and failure", .harnessThreads)
 struct QueueOutcomeTests {
-    @Test func conflictKeepsTheUpstreamBodyAndTheLaneMovesOn() async throws {
+    @Test(arguments: TestStore.both) func conflictKeepsTheUpstreamBodyAndTheLaneMovesOn(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             request.bodyText == "clash"
                 ? .respond(.text(#"{"reason":"version 7 exists"}"#, status: 409, headers: [HeaderField("X-Why", "stale")]))
                 : .respond(.text("created", status: 201))
         }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let clash = try outbox.enqueue(body: "clash")
         let next = try outbox.enqueue(body: "next")
@@ -29,12 +29,12 @@ struct QueueOutcomeTests {
         #expect(upstream.requests.map(\.bodyText) == ["clash", "next"], "\(upstream.requests.map(\.bodyText))")
     }
 
-    @Test func badRequestFailsAndTheLaneMovesOn() async throws {
+    @Test(arguments: TestStore.both) func badRequestFailsAndTheLaneMovesOn(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             request.bodyText == "bad" ? .respond(.text("no such field", status: 400)) : .respond(.text("created", status: 201))
         }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig())
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
 
         let bad = try outbox.enqueue(body: "bad")
         let next = try outbox.enqueue(body: "next")

@@ -6,12 +6,12 @@ import Testing
 /// pause, and after `1 + maxRetries` attempts the operation fails.
 @Suite("Queue: retries", .harnessThreads)
 struct QueueRetryTests {
-    @Test func twoServiceUnavailableThenCreatedCompletesOnTheThirdAttempt() async throws {
+    @Test(arguments: TestStore.both) func twoServiceUnavailableThenCreatedCompletesOnTheThirdAttempt(store: TestStore) async throws {
         let upstream = try TestUpstream { request in
             request.index < 2 ? .respond(.text("down", status: 503)) : .respond(.text("made it", status: 201))
         }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            retry: #""maxRetries": 5, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#))
+            retry: #""maxRetries": 5, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#), store: store)
 
         let queued = try outbox.enqueue(body: "persist", headers: [HeaderField("Outbox-Mode", "queue")])
         try outbox.drain()
@@ -27,7 +27,7 @@ struct QueueRetryTests {
         #expect(done.object("response")?.string("body") == "made it", "\(done)")
     }
 
-    @Test func upstreamRetryAfterDelaysTheNextAttempt() async throws {
+    @Test(arguments: TestStore.both) func upstreamRetryAfterDelaysTheNextAttempt(store: TestStore) async throws {
         let arrivals = Mutex<[ContinuousClock.Instant]>([])
         let upstream = try TestUpstream { request in
             arrivals.withLock { $0.append(.now) }
@@ -37,7 +37,7 @@ struct QueueRetryTests {
         }
         // The policy alone would retry after 0.05 s: only Retry-After explains a longer pause.
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            retry: #""maxRetries": 3, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#))
+            retry: #""maxRetries": 3, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#), store: store)
 
         let queued = try outbox.enqueue(body: "wait", headers: [HeaderField("Outbox-Mode", "queue")])
         try outbox.drain()
@@ -53,10 +53,10 @@ struct QueueRetryTests {
         #expect(try outbox.operation(queued.id).string("status") == "completed")
     }
 
-    @Test func alwaysUnavailableFailsAfterOnePlusMaxRetriesAttempts() async throws {
+    @Test(arguments: TestStore.both) func alwaysUnavailableFailsAfterOnePlusMaxRetriesAttempts(store: TestStore) async throws {
         let upstream = try TestUpstream { _ in .respond(.text("down", status: 503)) }
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(
-            retry: #""maxRetries": 2, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#))
+            retry: #""maxRetries": 2, "baseDelaySeconds": 0.05, "multiplier": 1, "jitter": false"#), store: store)
 
         let queued = try outbox.enqueue(body: "doomed", headers: [HeaderField("Outbox-Mode", "queue")])
         let failed = try await outbox.waitForOperation(queued.id, toBe: ["failed", "completed", "conflict"])

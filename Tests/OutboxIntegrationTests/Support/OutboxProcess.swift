@@ -64,7 +64,13 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
         let child = try ChildProcess(executable: command[0], arguments: Array(command.dropFirst()))
         let port = try await waitForListeningLine(of: child, timeout: timeout,
                                                   prefix: "outbox listening on http://\(listenHost):")
-        return OutboxProcess(child: child, port: port, directory: directory)
+        let outbox = OutboxProcess(child: child, port: port, directory: directory)
+        if store.isPostgres, !extra.contains("--admin-listen") {
+            // A test meant for the shared store must never pass on the local one by mistake.
+            let kind = try? JSONObject(outbox.send("GET", "/admin/status")).object("store")?.string("kind")
+            guard kind == "postgres" || kind == nil else { throw HarnessError("asked for the postgres store, got \(kind ?? "-")\n\(outbox)") }
+        }
+        return outbox
     }
 
     /// Waits until `child` prints the listening line (the one starting with `prefix`, up to
