@@ -72,7 +72,8 @@ let package = Package(
         // A private PostgreSQL server for the tests of both test targets (initdb into a temp dir).
         .target(name: "TestPostgres", dependencies: ["OutboxPostgres"], path: "Tests/TestPostgres"),
         // The harness digests bodies with the product's SHA-256 (checked on its own by the core tests).
-        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "CSystem", "TestPrerequisites", "TestPostgres", "outbox"]),
+        .testTarget(name: "OutboxIntegrationTests", dependencies: ["OutboxService", "OutboxModel", "OutboxPostgres", "CSystem", "TestPrerequisites", "TestPostgres",
+                                                                              "outbox"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -127,7 +127,8 @@ public final class PostgresQueue: QueueStore {
         let first = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<Void, PostgresSchema.SchemaError>?>(nil)
         keeperThread.submit { [self] connection in
-            outcome.withLock { $0 = migrate(connection) }
+            // A refusal now is the start's one line (exit 2), not a log line before it.
+            outcome.withLock { $0 = migrate(connection, logRefusal: false) }
             first.signal()
         }
         if first.wait(timeout: .now() + startTimeoutSeconds) == .success, case .failure(.newer(let schema, let found, let known)) = outcome.withLock({ $0 }) {
@@ -143,7 +144,8 @@ public final class PostgresQueue: QueueStore {
     static let clientTimeoutSeconds: Double = 15
 
     /// Creates or migrates the schema on `connection`; records the outcome in `health`.
-    func migrate(_ connection: Result<PostgresConnection, PostgresError>) -> Result<Void, PostgresSchema.SchemaError> {
+    func migrate(_ connection: Result<PostgresConnection, PostgresError>,
+                 logRefusal: Bool = true) -> Result<Void, PostgresSchema.SchemaError> {
         let result: Result<Void, PostgresSchema.SchemaError>
         switch connection {
         case .failure(let error):
@@ -171,7 +173,7 @@ public final class PostgresQueue: QueueStore {
                 defer { health.refused = message }
                 return health.refused == nil
             }
-            if first { logger.error("store_schema_newer", ["error": message]) }
+            if first && logRefusal { logger.error("store_schema_newer", ["error": message]) }
         case .failure(.database(let error)):
             noteFailure(error)
         case .failure(let error):
