@@ -104,6 +104,13 @@ package struct AdminAPI: Sendable {
         guard endpoint.methods.contains(request.method) else { throw .methodNotAllowed(allow: endpoint.methods) }
         let reading = request.method == "GET" || request.method == "HEAD"
         switch endpoint {
+        case .operations, .operation, .retry, .prune, .flush:
+            // What is stored cannot be shown or changed while the store is away.
+            if let reason = queue.unavailable { throw .storeUnavailable(reason) }
+        default:
+            break
+        }
+        switch endpoint {
         case .dashboard:
             // For browsers: one self-contained page; no other site may frame its buttons.
             return Response(status: 200, body: .null,
@@ -125,13 +132,16 @@ package struct AdminAPI: Sendable {
             // An id that is not a UUID names no operation: the same 404 as an unknown one.
             guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }
             if !reading {
-                guard await queue.delete(uuid) else { throw .noOperation(id) }
+                guard await queue.delete(uuid) else { throw queue.unavailable.map { .storeUnavailable($0) } ?? .noOperation(id) }
                 return Response(status: 204, body: .null)
             }
             // The first pass over the body, while the queue checks its record piece by piece:
             // text or base64, and how long. The view then streams it (SPEC §6).
             var scan = BodyJSONForm.Scan()
-            guard let view = await queue.view(uuid, visitingBody: { scan.add($0) }) else { throw .noOperation(id) }
+            guard let view = await queue.view(uuid, visitingBody: { scan.add($0) }) else {
+                // A read that failed because the store went away is not "no such operation".
+                throw queue.unavailable.map { .storeUnavailable($0) } ?? .noOperation(id)
+            }
             return Response(status: 200, streamed: detail(view, bodyForm: scan.form, pretty: request.pretty))
         case .retry(let id):
             guard let uuid = UUID(uuidString: id) else { throw .noOperation(id) }

@@ -35,6 +35,9 @@ package enum AdminError: Error, Equatable, Sendable {
     case faultExists(String)
     /// The fault book holds its maximum of rules (SPEC §6): nothing was added.
     case faultLimit(Int)
+    /// The queue's store cannot be read or written now (the PostgreSQL store's database is
+    /// away): nothing was changed, and nothing is said about the operations.
+    case storeUnavailable(String)
 
     /// The table: one code per case; the code has the status (`ErrorCode`).
     package var code: ErrorCode {
@@ -46,6 +49,7 @@ package enum AdminError: Error, Equatable, Sendable {
         case .methodNotAllowed: .methodNotAllowed
         case .notRetryable, .faultExists: .conflict
         case .faultLimit: .faultLimit
+        case .storeUnavailable: .storeUnavailable
         }
     }
 
@@ -68,6 +72,7 @@ package enum AdminError: Error, Equatable, Sendable {
         case .methodNotAllowed(let allow): "use \(allow.joined(separator: ", "))"
         case .notRetryable(let id, let status):
             "operation \(id) is \(status.rawValue); only failed, conflict and pending operations can be retried"
+        case .storeUnavailable(let reason): "the queue's store is unavailable, try again shortly: \(reason)"
         }
     }
 
@@ -77,6 +82,8 @@ package enum AdminError: Error, Equatable, Sendable {
         switch self {
         case .tokenRequired: [("WWW-Authenticate", "Bearer")]
         case .methodNotAllowed(let allow): [("Allow", allow.joined(separator: ", "))]
+        // Every 503 says when to come back, as the proxy's do.
+        case .storeUnavailable: [("Retry-After", "1")]
         default: []
         }
     }

@@ -145,9 +145,14 @@ extension PostgresOperations {
         ("SELECT coalesce(sum(unfinished), 0) AS n FROM lanes WHERE origin = $1", [.text(origin.description)])
     }
 
-    /// Lanes of an origin with an attempt in flight.
+    /// The lanes of an origin with an attempt in flight.
     public static func inFlightLanes(origin: Origin) -> Statement {
-        ("SELECT count(DISTINCT lane) AS n FROM operations WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
+        ("SELECT DISTINCT lane FROM operations WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
+    }
+
+    /// How many of `ids` the database still has as pending.
+    public static func pendingAmong(_ ids: [UUID]) -> Statement {
+        ("SELECT count(*) AS n FROM operations WHERE id = ANY($1::uuid[]) AND status = 'pending'", [.text(uuidArray(ids))])
     }
 
     /// Every operation's unfinished count, for `drain`.

@@ -31,11 +31,16 @@ extension PostgresQueue {
 
     package var storageDamagedRecords: Int { 0 }
 
+    package var unavailable: String? { unavailableReason }
+
     package var counts: [OperationStatus: Int] {
         get async {
             let statement = PostgresOperations.countsByStatus
-            guard case .success(let rows) = await read({ connection throws(PostgresError) in
-                try connection.execute(statement.sql, statement.parameters)
+            let flying = Array(inFlightStates().keys)
+            let stillPending = PostgresOperations.pendingAmong(flying)
+            guard case .success(let (rows, pending)) = await read({ connection throws(PostgresError) in
+                let results = try connection.pipeline([(statement.sql, statement.parameters), (stillPending.sql, stillPending.parameters)])
+                return (results[0], Int(results[1].value(0, "n") ?? "") ?? 0)
             }) else { return [:] }
             var counts: [OperationStatus: Int] = [:]
             for row in rows.rows.indices {
@@ -43,6 +48,11 @@ extension PostgresQueue {
                    let count = rows.value(row, "n").flatMap({ Int($0) }) {
                     counts[status] = count
                 }
+            }
+            // In flight here, its write not committed yet: inProgress, as this instance's other views say.
+            if pending > 0 {
+                counts[.pending, default: 0] -= pending
+                counts[.inProgress, default: 0] += pending
             }
             return counts
         }
@@ -63,7 +73,15 @@ extension PostgresQueue {
 
     package func activeLanes(origin: Origin) async -> Int {
         let statement = PostgresOperations.inFlightLanes(origin: origin)
-        return Int(await scalar(statement.sql, statement.parameters) ?? 0)
+        guard case .success(let rows) = await read({ connection throws(PostgresError) in
+            try connection.execute(statement.sql, statement.parameters)
+        }) else { return 0 }
+        var lanes = Set(rows.rows.compactMap { $0.first.flatMap { $0 } })
+        // Lanes with an attempt in flight here whose write has not committed yet.
+        book.withLock { book in
+            for id in book.byOrigin[origin.description] ?? [] where book.lanes[id]?.inFlight != nil { lanes.insert(id.lane) }
+        }
+        return lanes.count
     }
 
     package func list(status: OperationStatus?, tag: String?, origin: String?, orderingKey: String?, after: UUID?,
@@ -77,12 +95,13 @@ extension PostgresQueue {
             try connection.execute(statement.sql, statement.parameters)
         }) else { return ([], nil) }
         var items: [OperationSnapshot] = []
+        let flying = inFlightStates()
         for row in rows.rows.indices.prefix(limit) {
             do {
                 let decoded = try PostgresOperations.summary(rows, row: row)
                 var snapshot = decoded.snapshot
                 snapshot.instance = decoded.instance
-                items.append(snapshot)
+                items.append(seenHere(snapshot, flying))
             } catch {
                 logger.error("store_read_failed", ["error": "\(error)"])
             }
@@ -104,6 +123,7 @@ extension PostgresQueue {
         }
         var snapshot = whole.0.snapshot
         snapshot.instance = whole.0.instance
+        snapshot = seenHere(snapshot, inFlightStates())
         let body = whole.1.body
         body.withUnsafeBytes { visitBody($0) }
         return OperationView(snapshot: snapshot, headers: whole.1.headers, body: body)

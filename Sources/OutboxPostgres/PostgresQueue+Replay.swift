@@ -53,6 +53,9 @@ struct HeldLane: Sendable {
         var cancellation: CallCancellation
         /// The attempt count committed for it.
         var marked: Int
+        /// Its state in flight (`inProgress`), which this instance's views show before the
+        /// write saying so has committed.
+        var state: OperationState?
     }
 
     var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten == 0 && !refilling && exhausted && !releasing }
@@ -130,7 +133,8 @@ extension PostgresQueue {
                 let number = taken.attempts + 1
                 let inProgress = ReplayTransition.startAttempt(current: taken, now: now, number: number)
                 let cancellation = CallCancellation()
-                lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation, marked: max(head.marked, number))
+                lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation, marked: max(head.marked, number),
+                                                  state: inProgress)
                 lane.turn = book.nextTurn
                 book.nextTurn += 1
                 lane.unwritten += 1
@@ -236,6 +240,27 @@ extension PostgresQueue {
             writeDone(in: laneID)
         }
         if refill { lookAhead(in: laneID) }
+    }
+
+    /// The states of the operations this instance has in flight: its admin views show them
+    /// `inProgress` at once, as the local store does, while the write saying so is on its way.
+    func inFlightStates() -> [UUID: OperationState] {
+        book.withLock { book in
+            var states: [UUID: OperationState] = [:]
+            for lane in book.lanes.values {
+                if let flying = lane.inFlight, let state = flying.state { states[flying.id] = state }
+            }
+            return states
+        }
+    }
+
+    /// `snapshot` as this instance sees it: in flight here, it is `inProgress` now.
+    func seenHere(_ snapshot: OperationSnapshot, _ flying: [UUID: OperationState]) -> OperationSnapshot {
+        guard let state = flying[snapshot.id], !snapshot.state.status.isFinished else { return snapshot }
+        var seen = snapshot
+        seen.state = state
+        seen.instance = instance
+        return seen
     }
 
     /// One write of `laneID`'s committed (or failed): the lane may now be idle, and is let go.

@@ -260,18 +260,9 @@ public final class PostgresQueue: QueueStore {
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws(PostgresError) -> T) async -> Result<T, PostgresError> {
         // While the database is away only the keeper asks it (with backoff): a request fails
         // at once instead of waiting for a connection that is refused.
-        if let reason = unavailableReason { return .failure(PostgresError(sqlState: nil, message: reason)) }
-        let result: Result<T, PostgresError> = await withCheckedContinuation { continuation in
-            reader().submit { connection in
-                switch connection {
-                case .failure(let error): continuation.resume(returning: .failure(error))
-                case .success(let connection):
-                    continuation.resume(returning: Result { () throws(PostgresError) in try body(connection) })
-                }
-            }
+        await withCheckedContinuation { continuation in
+            read(body) { continuation.resume(returning: $0) }
         }
-        record(result)
-        return result
     }
 
     /// `read` for callers that are not async: `completion` runs on the reader's thread.
@@ -281,14 +272,29 @@ public final class PostgresQueue: QueueStore {
             completion(.failure(PostgresError(sqlState: nil, message: reason)))
             return
         }
-        reader().submit { [self] connection in
-            let result: Result<T, PostgresError>
-            switch connection {
-            case .failure(let error): result = .failure(error)
-            case .success(let connection): result = Result { () throws(PostgresError) in try body(connection) }
+        let thread = reader()
+        thread.submit { [self] connection in
+            let result = Self.run(body, on: connection)
+            // A connection the server dropped (it restarted) is found broken only when used:
+            // a read is safe to ask again, once, on the fresh connection the thread opens.
+            if case .failure(let error) = result, error.isConnectionFailure, case .success = connection {
+                thread.submit { [self] again in
+                    let retried = Self.run(body, on: again)
+                    record(retried)
+                    completion(retried)
+                }
+                return
             }
             record(result)
             completion(result)
+        }
+    }
+
+    private static func run<T>(_ body: (PostgresConnection) throws(PostgresError) -> T,
+                               on connection: Result<PostgresConnection, PostgresError>) -> Result<T, PostgresError> {
+        switch connection {
+        case .failure(let error): .failure(error)
+        case .success(let connection): Result { () throws(PostgresError) in try body(connection) }
         }
     }
 

@@ -48,6 +48,14 @@ package protocol AdminQueueSource: Sendable {
     var storageDamagedRecords: Int { get async }
     /// Where the queue lives and whether it answers (`store` in `/admin/status`, SPEC §9).
     var store: StoreStatus { get async }
+    /// Why the store cannot be asked now (its database is away), nil when it can: the admin
+    /// API answers `503 store_unavailable` then, never a `404` for what it could not read.
+    var unavailable: String? { get }
+}
+
+extension AdminQueueSource {
+    /// A store in this process's own files is always there to ask.
+    package var unavailable: String? { nil }
 }
 
 /// The store behind the queue as `/admin/status` shows it (SPEC §9): its kind, whether it

@@ -17,6 +17,7 @@ struct AdminErrorTests {
         case .methodNotAllowed: (405, "method_not_allowed")
         case .notRetryable, .faultExists: (409, "conflict")
         case .faultLimit: (409, "fault_limit")
+        case .storeUnavailable: (503, "store_unavailable")
         }
     }
 
@@ -29,6 +30,7 @@ struct AdminErrorTests {
         .methodNotAllowed(allow: ["GET", "HEAD"]),
         .notRetryable(id: "42", status: .completed),
         .noFault("orders-down"), .faultExists("orders-down"), .faultLimit(1000),
+        .storeUnavailable("database host db, port 5432: connection refused"),
     ]
 
     @Test(arguments: cases)
@@ -57,6 +59,7 @@ struct AdminErrorTests {
         #expect(wrongMethod.response.extraHeaders.map { "\($0.0): \($0.1)" } == ["Allow: GET, HEAD, DELETE"])
         #expect(wrongMethod.message == "use GET, HEAD, DELETE")
         #expect(AdminError.noOperation("42").response.extraHeaders.isEmpty)
+        #expect(AdminError.storeUnavailable("down").response.extraHeaders.map { "\($0.0): \($0.1)" } == ["Retry-After: 1"])
     }
 
     @Test func anInvalidValueIsNamedOnlyWhenGiven() {

@@ -61,6 +61,9 @@ struct PostgresStoreFailureTests {
         #expect(store?.bool("reachable") == false)
         #expect(store?.string("lastError")?.contains("127.0.0.1") == true, "\(String(describing: store))")
         #expect(upstream.requests.allSatisfy { $0.method == "GET" }, "a write reached the upstream while it could not be stored")
+        // What cannot be read is not "not found".
+        let listing = try outbox.admin("operations")
+        #expect(listing.status == 503 && (try? JSONObject(listing).object("error")?.string("code")) == "store_unavailable", "\(listing)")
 
         try await PostgresServer.blocking { try server.restart() }
         try await Self.waitForStore(outbox, reachable: true)
@@ -139,10 +142,19 @@ struct PostgresStoreFailureTests {
         #expect(outcomes[-1] == nil, "503s without store_unavailable while the database was down: \(outcomes)")
         #expect(Set(outcomes.keys).subtracting([503, -1]).isEmpty, "other answers than 202 and 503: \(outcomes)")
         var missing: [String] = []
+        var firstMiss = ""
         for id in ids {
-            if try outbox.admin("operations/\(id)").status != 200 { missing.append(id) }
+            let response = try outbox.admin("operations/\(id)")
+            if response.status != 200 {
+                if missing.isEmpty { firstMiss = "\(response)" }
+                missing.append(id)
+            }
         }
-        #expect(missing.isEmpty, "\(missing.count) of \(ids.count) acknowledged writes are gone after the restart: \(missing.prefix(5))")
+        let statusNow = (try? outbox.admin("status")).map { "\($0)" } ?? "-"
+        #expect(missing.isEmpty, """
+            \(missing.count) of \(ids.count) acknowledged writes are gone after the restart: \(missing.prefix(5)); \
+            the first answered \(firstMiss)\n\(statusNow)\n\(outbox)
+            """)
         print("postgres-restart: \(ids.count) writes acknowledged, \(outcomes[503] ?? 0) refused with 503 while the database was down")
     }
 
