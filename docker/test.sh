@@ -6,7 +6,8 @@
 #   - a write while the upstream is down gets 202; `docker stop` exits 0 within the grace
 #     period; a new container on the same volume delivers that write once the upstream is back;
 #   - the health check reports healthy, with `listen` changed from the image's 8080;
-#   - the compose demo's config (docker/config.json) passes `outbox check-config` in the image.
+#   - the compose demo's configs (docker/config.json, and config-postgres.json of the fleet
+#     profile) pass `outbox check-config` in the image.
 #
 # Its own engine: dockerd --bridge=none --iptables=false on a socket of its own (a Docker the
 # machine already runs is not touched), stopped by pid on every exit; it stays in the caller's
@@ -232,6 +233,12 @@ if out=$(docker run --rm --network host -v "$ROOT/docker/config.json:/etc/outbox
   ok "compose demo's docker/config.json passes check-config in the image"
 else
   fail "check-config of docker/config.json: $(head -3 <<<"$out")"
+fi
+if out=$(docker run --rm --network host -e PGPASSWORD=not-shown -v "$ROOT/docker/config-postgres.json:/etc/outbox/config.json:ro" \
+  "$IMAGE" check-config 2>&1) && grep -q '"store": "postgres"' <<<"$out"; then
+  ok "compose fleet's docker/config-postgres.json passes check-config in the image (libpq is in it)"
+else
+  fail "check-config of docker/config-postgres.json: $(head -3 <<<"$out")"
 fi
 
 OUTBOX_PORT=$(free_port)

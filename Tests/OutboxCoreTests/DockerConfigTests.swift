@@ -10,7 +10,7 @@ struct DockerConfigTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("docker")
 
-    @Test(arguments: ["image-config.json", "config.json"])
+    @Test(arguments: ["image-config.json", "config.json", "config-postgres.json"])
     func aDockerConfigParsesListensOnAllAddressesAndTurnsTheForwardProxyOff(file: String) throws {
         let bytes = try [UInt8](Data(contentsOf: Self.docker.appendingPathComponent(file)))
         let config = try OutboxConfig.parse(json: bytes)
