@@ -44,6 +44,14 @@ public struct PostgresResult: Sendable {
         return rows[row][index]
     }
 
+    /// The result with only the rows whose `column` holds `value` (the first of them).
+    public func only(where column: String, is value: String) -> PostgresResult {
+        guard let index = columns.firstIndex(of: column), let row = rows.first(where: { $0[index] == value }) else {
+            return PostgresResult(columns: columns, rows: [], affected: 0)
+        }
+        return PostgresResult(columns: columns, rows: [row], affected: 1)
+    }
+
     /// A `bytea` value in hex form (`\x6869`) as bytes; nil for NULL or another form.
     public func bytes(_ row: Int, _ column: String) -> [UInt8]? {
         guard let text = value(row, column), text.hasPrefix("\\x") else { return nil }

@@ -1,3 +1,4 @@
+import OutboxModel
 import Synchronization
 
 /// Writes from many callers gathered into shared transactions on one database thread: group
@@ -9,16 +10,39 @@ import Synchronization
 ///
 /// A statement that fails (a constraint, a bad value) aborts the whole transaction, so a batch
 /// that failed that way is run again one write per transaction, and only the write at fault
-/// fails. A connection that breaks fails the writes of its batch: whether their `COMMIT`
+/// fails. Adds (`add`) of one lane that meet in a transaction share its statements: one lock of
+/// the lane, one multi-row `INSERT`, one count, one read of the keys' holders. A connection that breaks fails the writes of its batch: whether their `COMMIT`
 /// reached the server is unknown, so none of them may be told it succeeded.
 public final class PostgresGroupCommit: Sendable {
     public typealias Statement = (sql: String, parameters: [PostgresValue])
     public typealias Completion = @Sendable (Result<[PostgresResult], PostgresError>) -> Void
+    /// An add's answer: the row of the operation holding its key (its own, or one stored first).
+    public typealias AddCompletion = @Sendable (Result<PostgresResult, PostgresError>) -> Void
+
+    private enum Work {
+        case statements([Statement], Completion)
+        /// One operation's add: the adds of one lane that meet in a transaction are sent as one
+        /// multi-row statement set (`PostgresOperations.addMany`), not four statements each.
+        case add(OperationRequest, AddCompletion)
+
+        var count: Int {
+            switch self {
+            case .statements(let statements, _): statements.count
+            case .add: 1
+            }
+        }
+
+        func fail(_ error: PostgresError) {
+            switch self {
+            case .statements(_, let completion): completion(.failure(error))
+            case .add(_, let completion): completion(.failure(error))
+            }
+        }
+    }
 
     private struct Write {
-        let statements: [Statement]
+        let work: Work
         let lockOrder: String
-        let completion: Completion
     }
 
     private struct State {
@@ -33,7 +57,8 @@ public final class PostgresGroupCommit: Sendable {
     private let committed: @Sendable (_ writes: Int, _ seconds: Double) -> Void
 
     /// Commits on `thread`, at most `maxStatements` statements per transaction (a write is never
-    /// split); `committed` hears the size and duration of each transaction that committed.
+    /// split; an add counts as one); `committed` hears the size and duration of each
+    /// transaction that committed.
     public init(thread: PostgresThread, maxStatements: Int = 1_024,
                 committed: @escaping @Sendable (_ writes: Int, _ seconds: Double) -> Void = { _, _ in }) {
         self.thread = thread
@@ -48,8 +73,19 @@ public final class PostgresGroupCommit: Sendable {
     /// sorted by it, keeping arrival order among equals, so two instances' transactions take
     /// the rows they share in the same order and never deadlock.
     public func write(_ statements: [Statement], lockOrder: String = "", completion: @escaping Completion) {
+        enqueue(Write(work: .statements(statements, completion), lockOrder: lockOrder))
+    }
+
+    /// Adds `request` to the shared queue with whatever else is waiting (its lane locked first,
+    /// as `PostgresOperations.add` does), then calls `completion` on the database thread with
+    /// the row of the operation that holds its key.
+    public func add(_ request: OperationRequest, completion: @escaping AddCompletion) {
+        enqueue(Write(work: .add(request, completion), lockOrder: PostgresOperations.lockOrder(request)))
+    }
+
+    private func enqueue(_ write: Write) {
         let start = state.withLock { state -> Bool in
-            state.waiting.append(Write(statements: statements, lockOrder: lockOrder, completion: completion))
+            state.waiting.append(write)
             defer { state.busy = true }
             return !state.busy
         }
@@ -61,7 +97,7 @@ public final class PostgresGroupCommit: Sendable {
             let batch = takeBatch()
             switch connection {
             case .success(let connection): commit(batch, on: connection)
-            case .failure(let error): for write in batch { write.completion(.failure(error)) }
+            case .failure(let error): for write in batch { write.work.fail(error) }
             }
             let more = state.withLock { state -> Bool in
                 state.busy = !state.waiting.isEmpty
@@ -77,8 +113,8 @@ public final class PostgresGroupCommit: Sendable {
             var count = 0
             var taken = 0
             for write in state.waiting {
-                if taken > 0 && count + write.statements.count > maxStatements { break }
-                count += write.statements.count
+                if taken > 0 && count + write.work.count > maxStatements { break }
+                count += write.work.count
                 taken += 1
             }
             defer { state.waiting.removeFirst(taken) }
@@ -87,23 +123,64 @@ public final class PostgresGroupCommit: Sendable {
         }
     }
 
+    /// One step of a transaction: the statements of one write, or of a run of adds of one lane.
+    private enum Step {
+        case statements(count: Int, Completion)
+        case adds([OperationRequest], [AddCompletion])
+    }
+
+    /// The batch as steps, in order: consecutive adds of one lane become one step.
+    private func steps(_ batch: [Write]) -> [(Step, [Statement])] {
+        var steps: [(Step, [Statement])] = []
+        var index = 0
+        while index < batch.count {
+            switch batch[index].work {
+            case .statements(let statements, let completion):
+                steps.append((.statements(count: statements.count, completion), statements))
+                index += 1
+            case .add:
+                var requests: [OperationRequest] = []
+                var completions: [AddCompletion] = []
+                let lane = batch[index].lockOrder
+                while index < batch.count, batch[index].lockOrder == lane, case .add(let request, let completion) = batch[index].work,
+                      requests.count < PostgresOperations.maxAddsPerStatement {
+                    requests.append(request)
+                    completions.append(completion)
+                    index += 1
+                }
+                steps.append((.adds(requests, completions), PostgresOperations.addMany(requests)))
+            }
+        }
+        return steps
+    }
+
     private func commit(_ batch: [Write], on connection: PostgresConnection) {
         guard !batch.isEmpty else { return }
         let started = PostgresConnection.now()
-        let statements = [("BEGIN", [])] + batch.flatMap { $0.statements.map { ($0.sql, $0.parameters) } } + [("COMMIT", [])]
+        let steps = steps(batch)
+        let statements = [("BEGIN", [])] + steps.flatMap { $0.1.map { ($0.sql, $0.parameters) } } + [("COMMIT", [])]
         do throws(PostgresError) {
             let results = try connection.pipeline(statements)
             committed(batch.count, PostgresConnection.now() - started)
             var next = 1
-            for write in batch {
-                let own = Array(results[next..<next + write.statements.count])
-                next += write.statements.count
-                write.completion(.success(own))
+            for (step, own) in steps {
+                let mine = Array(results[next..<next + own.count])
+                next += own.count
+                switch step {
+                case .statements(_, let completion):
+                    completion(.success(mine))
+                case .adds(let requests, let completions):
+                    // The last statement answered every key's holder: each add gets its own row.
+                    let holders = mine[mine.count - 1]
+                    for (request, completion) in zip(requests, completions) {
+                        completion(.success(holders.only(where: "idempotency_key", is: request.idempotencyKey)))
+                    }
+                }
             }
         } catch where batch.count > 1 && !error.isConnectionFailure {
             for write in batch { commit([write], on: connection) }
         } catch {
-            for write in batch { write.completion(.failure(error)) }
+            for write in batch { write.work.fail(error) }
         }
     }
 }

@@ -48,26 +48,90 @@ public enum PostgresOperations {
     /// instance): the lane's row is locked first (`PostgresLanes.enter`), so adds of one lane
     /// commit in `seq` order, and the lane counts the operation only if it was inserted.
     public static func add(_ request: OperationRequest, _ state: OperationState = OperationState()) throws -> [Statement] {
-        let body = try request.spilledBody.map { try $0.bytes().get() } ?? request.body
         let lane = request.orderingKey ?? ""
         let origin = request.origin.description
         let id = request.id.lowercasedText
         let insert: Statement = ("""
-            INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
-                                    priority, tag, depends_on, created_at, status, lane_rank, attempts, retry_count,
-                                    last_attempt_at, next_attempt_at, last_error)
-            VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12, $13::uuid, $14, $15, $16, $17, $18, $19, $20, $21)
+            INSERT INTO operations (\(insertColumns))
+            VALUES (\(placeholders(from: 1)))
             ON CONFLICT (origin, idempotency_key) DO NOTHING
-            """, [.text(id), .text(origin), .text(lane), .text(request.idempotencyKey), .bytes(request.fingerprint),
-                  .bytes(request.credentials), .text(request.method), .text(request.target), .text(headersJSON(request.headers)),
-                  .bytes(body), .int64(Int64(request.priority.rawValue)), optional(request.tag),
-                  optional(request.dependsOn?.lowercasedText), .int64(request.createdAt), .text(state.status.rawValue),
-                  .int64(Int64(request.priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
-                  .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
-                  optional(state.lastError)])
+            """, try rowValues(request, state))
         return [PostgresLanes.enter(origin: origin, lane: lane), insert,
                 PostgresLanes.added(origin: origin, lane: lane, operation: id),
                 byKey(request.idempotencyKey, origin: request.origin)]
+    }
+
+    /// Most adds one multi-row `INSERT` carries (PostgreSQL takes 65 535 parameters).
+    public static let maxAddsPerStatement = 512
+
+    /// Adds `requests`, all of one lane, as `add` does one: the lane locked once, one `INSERT`
+    /// of every row, the lane's count raised by those inserted (a key already held inserts
+    /// nothing), and one read of the holders of every key, in the `byKey` columns.
+    public static func addMany(_ requests: [OperationRequest]) -> [Statement] {
+        guard let first = requests.first else { return [] }
+        let lane = first.orderingKey ?? ""
+        let origin = first.origin.description
+        var parameters: [PostgresValue] = []
+        var rows: [String] = []
+        for request in requests {
+            // A body spilled to a file that cannot be read back is no row: its add finds no holder.
+            guard let values = try? rowValues(request, OperationState()) else { continue }
+            rows.append("(" + placeholders(from: parameters.count + 1) + ")")
+            parameters += values
+        }
+        guard !rows.isEmpty else { return [byKeys(requests.map(\.idempotencyKey), origin: origin)] }
+        let insert: Statement = ("""
+            INSERT INTO operations (\(insertColumns)) VALUES \(rows.joined(separator: ", "))
+            ON CONFLICT (origin, idempotency_key) DO NOTHING
+            """, parameters)
+        let count: Statement = ("""
+            UPDATE lanes SET unfinished = unfinished + (SELECT count(*) FROM operations WHERE id = ANY($3::uuid[]))
+             WHERE origin = $1 AND lane = $2
+            """, [.text(origin), .text(lane), .text(uuidArray(requests.map(\.id)))])
+        return [PostgresLanes.enter(origin: origin, lane: lane), insert, count,
+                byKeys(requests.map(\.idempotencyKey), origin: origin)]
+    }
+
+    /// The order in which a transaction takes a write's first lock: its lane.
+    public static func lockOrder(_ request: OperationRequest) -> String {
+        request.origin.description + "\u{0}" + (request.orderingKey ?? "")
+    }
+
+    /// The summaries of the operations of `origin` holding `keys`.
+    static func byKeys(_ keys: [String], origin: String) -> Statement {
+        ("SELECT \(summaryColumns) FROM operations WHERE origin = $1 AND idempotency_key = ANY($2::text[])",
+         [.text(origin), .text(textArray(keys))])
+    }
+
+    static let insertColumns = """
+        id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body, priority, tag, depends_on,
+        created_at, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error
+        """
+
+    /// `$n::uuid, $n+1, …` for one row of `insertColumns`.
+    static func placeholders(from first: Int) -> String {
+        let casts = [0: "::uuid", 8: "::jsonb", 12: "::uuid"]
+        return (0..<21).map { "$\(first + $0)" + (casts[$0] ?? "") }.joined(separator: ", ")
+    }
+
+    /// The values of `insertColumns` for `request` in `state`; throws when a spilled body
+    /// cannot be read back.
+    static func rowValues(_ request: OperationRequest, _ state: OperationState) throws -> [PostgresValue] {
+        let body = try request.spilledBody.map { try $0.bytes().get() } ?? request.body
+        return [.text(request.id.lowercasedText), .text(request.origin.description), .text(request.orderingKey ?? ""),
+                .text(request.idempotencyKey), .bytes(request.fingerprint), .bytes(request.credentials), .text(request.method),
+                .text(request.target), .text(headersJSON(request.headers)), .bytes(body), .int64(Int64(request.priority.rawValue)),
+                optional(request.tag), optional(request.dependsOn?.lowercasedText), .int64(request.createdAt),
+                .text(state.status.rawValue), .int64(Int64(request.priority.laneRank(attempted: state.attempts > 0))),
+                .int64(Int64(state.attempts)), .int64(Int64(state.retryCount)), optional(state.lastAttemptAt),
+                optional(state.nextAttemptAt), optional(state.lastError)]
+    }
+
+    /// `values` as a PostgreSQL text array literal, each element quoted (`"`, `\` escaped).
+    static func textArray(_ values: [String]) -> String {
+        "{" + values.map { value in
+            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }.joined(separator: ",") + "}"
     }
 
     /// Writes `state` as operation `id`'s latest, if its lane is held by `holder` under `fence`

@@ -93,18 +93,22 @@ extension PostgresQueue {
         // A key made up by the proxy comes without its digest (it cannot be repeated before the
         // 202 names it); the row keeps one, since another instance may be asked the repeat.
         if request.fingerprint.isEmpty { request.fingerprint = IdempotencyKey.fingerprint(of: request) }
-        let statements: [PostgresGroupCommit.Statement]
-        do {
-            statements = try PostgresOperations.add(request)
-        } catch {
-            completion(.failure(.storage("the request body could not be read back: \(error)")))
-            return
+        if let spilled = request.spilledBody {
+            // Its row carries the body: read once here, off the writer's thread.
+            switch spilled.bytes() {
+            case .success(let bytes):
+                request.body = bytes
+                request.spilledBody = nil
+            case .failure(let error):
+                completion(.failure(.storage("the request body could not be read back: \(error)")))
+                return
+            }
         }
         let laneID = LaneID(request.origin, orderingKey: request.orderingKey)
         size.withLock { $0.addedSince += 1 }
         let fingerprint = request.fingerprint
         let id = request.id
-        write(statements, lane: laneID) { [self] result in
+        add(request) { [self] result in
             switch result {
             case .failure(let error):
                 size.withLock { $0.addedSince -= 1 }
@@ -112,12 +116,10 @@ extension PostgresQueue {
                     logger.error("store_failed", ["operation": "enqueue", "id": id.lowercasedText, "error": "\(error)"])
                 }
                 completion(.failure(Self.enqueueError(error)))
-            case .success(let results):
+            case .success(let rows):
                 let holder: OperationSnapshot
                 do throws(PostgresOperations.DecodeError) {
-                    guard let rows = results.last, !rows.rows.isEmpty else {
-                        throw PostgresOperations.DecodeError(column: "id", value: nil)
-                    }
+                    guard !rows.rows.isEmpty else { throw PostgresOperations.DecodeError(column: "id", value: nil) }
                     holder = try PostgresOperations.summary(rows, row: 0).snapshot
                 } catch {
                     completion(.failure(.storage("the stored operation could not be read back: \(error)")))

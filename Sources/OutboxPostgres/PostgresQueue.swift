@@ -314,6 +314,21 @@ public final class PostgresQueue: QueueStore {
         }
     }
 
+    /// Adds `request` through the group commit (the adds of a lane share their statements);
+    /// `completion` runs after the `COMMIT` with the row of the operation holding its key.
+    func add(_ request: OperationRequest, completion: @escaping @Sendable (Result<PostgresResult, PostgresError>) -> Void) {
+        if let reason = unavailableReason {
+            completion(.failure(PostgresError(sqlState: nil, message: reason)))
+            return
+        }
+        writesInFlight.wrappingAdd(1, ordering: .relaxed)
+        commits.add(request) { [self] result in
+            record(result)
+            completion(result)
+            writesInFlight.wrappingSubtract(1, ordering: .releasing)
+        }
+    }
+
     /// `write`, awaited.
     func write(_ statements: [PostgresGroupCommit.Statement], lane: LaneID? = nil) async -> Result<[PostgresResult], PostgresError> {
         await withCheckedContinuation { continuation in

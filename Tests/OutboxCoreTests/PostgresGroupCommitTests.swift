@@ -220,4 +220,61 @@ struct PostgresGroupCommitTests {
         let rows = try await Self.query(server, schema, "SELECT string_agg(writer::text, ',') AS writers FROM t")
         #expect(rows.value(0, "writers") == "99")
     }
+
+    /// Adds that wait together share one transaction and, per lane, one set of statements:
+    /// every operation is stored once in arrival order (`seq`), each lane counts what was
+    /// inserted, and each add hears the holder of its key (a key repeated within the batch, or
+    /// stored before it, is the first request's operation).
+    @Test func addsOfALaneThatWaitTogetherShareTheirStatements() async throws {
+        let (server, schema) = try await PostgresServer.onThread { server in
+            let schema = try server.makeSchema()
+            let connection = try PostgresConnection(server.conninfo)
+            defer { connection.close() }
+            _ = try PostgresSchema.migrate(connection, schema: schema)
+            return (server, schema)
+        }
+        let earlier = PostgresOperationsTests.request(100, key: "stored-before", lane: "a")
+        _ = try await PostgresServer.onThread { _ in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            return try PostgresOperationsTests.add(connection, earlier)
+        }
+        let held = Held(server, schema: schema)
+        defer { held.thread.stop() }
+        let commits = Mutex<[Int]>([])
+        let group = PostgresGroupCommit(thread: held.thread) { writes, _ in commits.withLock { $0.append(writes) } }
+        // 30 adds over two lanes, one repeating a key of the batch and one a key stored before.
+        var requests = (0..<30).map { PostgresOperationsTests.request($0, key: "key-\($0)", lane: $0 % 3 == 0 ? "b" : "a") }
+        requests.append(PostgresOperationsTests.request(30, key: "key-4", lane: "a"))
+        requests.append(PostgresOperationsTests.request(31, key: "stored-before", lane: "a"))
+        let holders = Mutex<[Int: Result<PostgresResult, PostgresError>]>([:])
+        let done = DispatchGroup()
+        for (number, request) in requests.enumerated() {
+            done.enter()
+            group.add(request) { result in
+                holders.withLock { $0[number] = result }
+                done.leave()
+            }
+        }
+        held.release()
+        _ = await ThreadResult { done.wait(timeout: .now() + 30) }.value
+        let answers = holders.withLock { $0 }
+        #expect(commits.withLock { $0 } == [requests.count], "the adds did not share one transaction: \(commits.withLock { $0 })")
+        func holder(_ number: Int) -> UUID? {
+            guard case .success(let rows)? = answers[number], !rows.rows.isEmpty else { return nil }
+            return (try? PostgresOperations.summary(rows, row: 0))?.snapshot.id
+        }
+        for number in 0..<30 { #expect(holder(number) == requests[number].id, "add \(number)") }
+        #expect(holder(30) == requests[4].id, "a key repeated in the batch is the first request's operation")
+        #expect(holder(31) == earlier.id, "a key stored before is that operation")
+        // Arrival order is kept within each lane (the batch runs lane by lane, locked in order).
+        for lane in ["a", "b"] {
+            let rows = try await Self.query(server, schema, "SELECT id::text AS id FROM operations WHERE lane = '\(lane)' ORDER BY seq")
+            let stored = rows.rows.compactMap { $0[0].flatMap { UUID(uuidString: $0) } }
+            let expected = (lane == "a" ? [earlier.id] : []) + requests.prefix(30).filter { $0.orderingKey == lane }.map(\.id)
+            #expect(stored == expected, "lane \(lane) not stored once each in arrival order")
+        }
+        let lanes = try await Self.query(server, schema, "SELECT lane, unfinished FROM lanes ORDER BY lane")
+        #expect(lanes.rows.map { $0.compactMap { $0 } } == [["a", "21"], ["b", "10"]], "\(lanes.rows)")
+    }
 }
