@@ -1,17 +1,227 @@
 #!/usr/bin/env bash
-# The PostgreSQL store's write path against pgbench on one private cluster (SPEC §9, issue 29):
-# 64 clients each add an operation with a 1 KiB body and wait for its commit, through the
-# store's group commit, alternated with pgbench inserting one 1 KiB row per transaction at 64
-# clients; both wait on the same WAL flush. Prints adds/s, rows/s and their ratio per round.
+# The PostgreSQL store (SPEC §9, issue 29) on one private cluster, each figure next to its peer
+# of the same run:
+#   (a) durable 202s per second on the postgres store: wrk POSTing 1 KiB bodies over 64
+#       connections with the upstream down, alternated round by round with pgbench inserting one
+#       1 KiB row per transaction at 64 clients into the same cluster (both wait on the same WAL
+#       flush; group commit is what lets Outbox beat one row per commit);
+#   (b) drain into nginx from the postgres store and from the local store, unkeyed and over 16
+#       ordering keys: the same number of queued 1 KiB operations, timed from the first
+#       completion to the last;
+#   (c) a million operations queued in PostgreSQL: a fresh instance's time to its listening
+#       line and its RSS, and the durable 202 rate at 1M next to (a)'s at 0.
 #
-#   Benchmarks/postgres.sh                  # 10 s per arm, 2 rounds, 1 connection
-#   Benchmarks/postgres.sh 20 3 2           # 20 s per arm, 3 rounds, 2 connections
+#   Benchmarks/postgres.sh                     # DURATION=10 ROUNDS=2 DRAIN_OPS=20000 OPS_1M=1000000
+#   DURATION=5 ROUNDS=2 OPS_1M=0 Benchmarks/postgres.sh
+#   OUTBOX_BIN=/path/to/outbox Benchmarks/postgres.sh   # a given binary, no build
+#   SKIP_DRAIN=1 Benchmarks/postgres.sh                  # (a) and (c) only
 #
-# This is the storage level (no HTTP): the ceiling for `outbox serve` on the postgres store.
-# It is a Swift Testing test (PostgresCommitBenchmark), built in release mode, that starts its
-# own PostgreSQL (initdb into a temp dir, 127.0.0.1, fsync on) and removes it afterwards.
+# The cluster: initdb into a temp dir (as the postgres user when run as root), 127.0.0.1 on a
+# free port, fsync on, Debian's defaults otherwise; stopped and removed on exit, as is every
+# process started here. Loopback only.
 set -euo pipefail
+
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-cd "$HERE/.."
-OUTBOX_POSTGRES_BENCH_SECONDS=${1:-10} OUTBOX_POSTGRES_BENCH_ROUNDS=${2:-2} OUTBOX_POSTGRES_BENCH_CONNECTIONS=${3:-1} \
-  swift test -c release -Xswiftc -enable-testing --filter PostgresCommitBenchmark 2>&1 | grep -E 'postgres-bench:|✘|error'
+ROOT=$(cd "$HERE/.." && pwd)
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+CONNS=${CONNS:-64}
+DRAIN_OPS=${DRAIN_OPS:-20000}
+OPS_1M=${OPS_1M:-1000000}
+SKIP_DRAIN=${SKIP_DRAIN:-0}
+BASE_PORT=${BASE_PORT:-19200}
+UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 1)) PG_PORT=$((BASE_PORT + 2)) DOWN_PORT=$((BASE_PORT + 3))
+RUN=$(mktemp -d /tmp/pgbench-outbox.XXXXXX)
+PIDS=()
+PG_PID=""
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [[ -n $PG_PID ]]; then
+    kill -INT "$PG_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$PG_PID" 2>/dev/null || true
+  fi
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[[ -x $PGBIN/initdb && -x $PGBIN/pgbench ]] || die "needs PostgreSQL's server and pgbench (apt-get install postgresql)"
+for tool in wrk nginx curl python3; do command -v "$tool" >/dev/null || die "needs $tool (apt-get install wrk nginx curl)"; done
+for port in $UP_PORT $OBX_PORT $PG_PORT $DOWN_PORT; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "port $port is in use"; fi
+done
+
+if [[ -n ${OUTBOX_BIN:-} ]]; then
+  BIN=$OUTBOX_BIN
+else
+  log "building outbox (release)"
+  (cd "$ROOT" && swift build -c release --product outbox >/dev/null)
+  BIN=$(cd "$ROOT" && swift build -c release --show-bin-path)/outbox
+fi
+
+# ---------------------------------------------------------------- the cluster
+as_postgres=()
+if [[ $(id -u) == 0 ]]; then
+  chown postgres "$RUN"
+  as_postgres=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+fi
+"${as_postgres[@]}" "$PGBIN/initdb" -D "$RUN/pg" -U outbox --auth=trust -E UTF8 --no-instructions --no-sync >"$RUN/initdb.log" 2>&1 ||
+  { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
+"${as_postgres[@]}" "$PGBIN/postgres" -D "$RUN/pg" -p "$PG_PORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$RUN" \
+  -c fsync=on -c max_connections=300 >"$RUN/pg.log" 2>&1 &
+PG_PID=$!
+for _ in $(seq 1 300); do grep -q "ready to accept connections" "$RUN/pg.log" && break; sleep 0.1; done
+grep -q "ready to accept connections" "$RUN/pg.log" || { tail "$RUN/pg.log" >&2; die "postgres did not start"; }
+PSQL=(psql -h 127.0.0.1 -p "$PG_PORT" -U outbox -d postgres -qAt)
+URL="host=127.0.0.1 port=$PG_PORT user=outbox dbname=postgres"
+"${PSQL[@]}" -c "CREATE TABLE pgbench_rows (id bigserial PRIMARY KEY, body text NOT NULL)"
+printf "INSERT INTO pgbench_rows (body) VALUES (repeat('a', 1024));\n" >"$RUN/insert-1k.sql"
+chmod 0644 "$RUN/insert-1k.sql"
+
+BODY=$(printf 'x%.0s' $(seq 1 1014))
+sed -e "s#@RUNDIR@#$RUN#g" -e "s#@UP_PORT@#$UP_PORT#g" -e "s#@BODY1K@#$BODY#" "$HERE/upstream.conf" >"$RUN/upstream.conf"
+mkdir -p "$RUN/upstream-body"
+
+# ---------------------------------------------------------------- helpers
+OBX_PID=""
+start_outbox() {  # store (local|postgres) schema upstream-port keys-config; sets OBX_PID, STARTED
+  local store=$1 schema=$2 upstream=$3 t0
+  printf '{"queue": {"store": "%s", "postgres": {"url": "%s", "schema": "%s"}}, "reachability": {"probeIntervalSeconds": 0.2},
+    "retry": {"preset": "immediate"}}\n' "$store" "$URL" "$schema" >"$RUN/config-$schema.json"
+  : >"$RUN/outbox.err"
+  t0=$EPOCHREALTIME
+  "$BIN" --config "$RUN/config-$schema.json" --listen "127.0.0.1:$OBX_PORT" --upstream "http://127.0.0.1:$upstream" \
+    --data-dir "$RUN/data-$schema" --log-level warn >"$RUN/outbox.out" 2>"$RUN/outbox.err" &
+  OBX_PID=$!
+  PIDS+=("$OBX_PID")
+  for _ in $(seq 1 6000); do
+    grep -q "outbox listening on" "$RUN/outbox.err" 2>/dev/null && break
+    kill -0 "$OBX_PID" 2>/dev/null || { cat "$RUN/outbox.err" >&2; die "outbox exited"; }
+    sleep 0.005
+  done
+  STARTED=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.2f}')")
+}
+stop_outbox() { kill -TERM "$OBX_PID" 2>/dev/null || true; wait "$OBX_PID" 2>/dev/null || true; }
+rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+post_202s() {  # seconds script -> sets RPS; fails on any answer other than 202
+  wrk -t2 -c"$CONNS" -d"$1s" --latency -s "$2" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk.txt"
+  RPS=$(awk '/Requests\/sec/ {printf "%.0f", $2}' "$RUN/wrk.txt")
+  if grep -q "Non-2xx" "$RUN/wrk.txt"; then cat "$RUN/wrk.txt" >&2; tail -5 "$RUN/outbox.err" >&2; die "answers other than 202"; fi
+  if grep -q "Socket errors" "$RUN/wrk.txt"; then cat "$RUN/wrk.txt" >&2; die "socket errors"; fi
+}
+
+# ---------------------------------------------------------------- (a) durable 202s vs pgbench
+declare -a LINES=()
+ZERO_RPS=0
+for round in $(seq 1 "$ROUNDS"); do
+  log "(a) round $round: outbox on the postgres store, wrk -c$CONNS -d${DURATION}s POST 1 KiB, upstream down"
+  start_outbox postgres "bench_a$round" "$DOWN_PORT"
+  post_202s "$DURATION" "$HERE/post-1k.lua"
+  OUT=$RPS
+  P99=$(awk '$1 == "99%" {print $2}' "$RUN/wrk.txt")
+  PER_COMMIT=$(curl -s "http://127.0.0.1:$OBX_PORT/admin/metrics" |
+    awk '/^outbox_store_operations_per_commit_sum/ {s=$2} /^outbox_store_operations_per_commit_count/ {c=$2} END {if (c > 0) printf "%.1f", s / c}')
+  stop_outbox
+  ((round == 1)) && ZERO_RPS=$OUT
+  log "(a) round $round: pgbench -c64 -j2 -T$DURATION, one 1 KiB row per transaction"
+  "$PGBIN/pgbench" -n -c 64 -j 2 -T "$DURATION" -f "$RUN/insert-1k.sql" -h 127.0.0.1 -p "$PG_PORT" -U outbox postgres >"$RUN/pgbench.txt" 2>&1 ||
+    { cat "$RUN/pgbench.txt" >&2; die "pgbench failed"; }
+  TPS=$(awk '/^tps = / {printf "%.0f", $3}' "$RUN/pgbench.txt")
+  LINES+=("$(printf '| %d | %s 202/s, p99 %s, %s writes per commit | %s rows/s | %.2f× |' "$round" "$OUT" "$P99" "$PER_COMMIT" "$TPS" \
+    "$(python3 -c "print($OUT / max($TPS, 1))")")")
+done
+
+# ---------------------------------------------------------------- (b) drain, postgres vs local
+declare -a DRAIN=()
+if ((SKIP_DRAIN == 0)); then
+  source "$HERE/status-poll.sh"
+  drain_arm() {  # store keys -> prints operations/s
+    local store=$1 keys=$2 schema="bench_d${1}${2}" script="$HERE/post-1k.lua" T0 DONE0 NGINX
+    ((keys > 0)) && script="$HERE/post-1k-keyed.lua"
+    export KEYS=$keys
+    start_outbox "$store" "$schema" "$UP_PORT"
+    # Queue DRAIN_OPS with the upstream down: wrk in short bursts until the count is reached.
+    while true; do
+      local queued
+      queued=$(curl -s "http://127.0.0.1:$OBX_PORT/admin/status" | python3 -c "import json,sys; print(json.load(sys.stdin)['counts']['pending'])")
+      ((queued >= DRAIN_OPS)) && break
+      wrk -t2 -c"$CONNS" -d1s -s "$script" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
+    done
+    status_open "$OBX_PORT" "$OBX_PID"
+    nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
+    NGINX=$!
+    PIDS+=("$NGINX")
+    T0='' DONE0=0
+    for _ in $(seq 1 600000); do
+      status_poll
+      if [[ -z $T0 ]] && ((DONE > 0)); then T0=$AT DONE0=$DONE; fi
+      [[ -n $T0 ]] && ((BUSY == 0)) && break
+      status_nap
+    done
+    status_close
+    kill -TERM "$NGINX"; wait "$NGINX" 2>/dev/null || true
+    stop_outbox
+    awk -v n="$((DONE - DONE0))" -v t0="$T0" -v t1="$AT" 'BEGIN { printf "%.0f", (t1 > t0 ? n / (t1 - t0) : 0) }'
+  }
+  for keys in 0 16; do
+    log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: local store"
+    LOCAL=$(drain_arm local "$keys")
+    log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: postgres store"
+    PG=$(drain_arm postgres "$keys")
+    DRAIN+=("$(printf '| %s | %s ops/s | %s ops/s | %.2f× |' "$([[ $keys == 0 ]] && echo "no keys (one lane)" || echo "$keys keys")" "$PG" "$LOCAL" \
+      "$(python3 -c "print($PG / max($LOCAL, 1))")")")
+  done
+fi
+
+# ---------------------------------------------------------------- (c) a million queued
+if ((OPS_1M > 0)); then
+  log "(c) $OPS_1M operations into the postgres store (by SQL, through an instance's schema)"
+  start_outbox postgres bench_c "$DOWN_PORT"
+  stop_outbox
+  "${PSQL[@]}" <<SQL
+SET search_path TO bench_c;
+INSERT INTO lanes (origin, lane, unfinished) VALUES ('http://127.0.0.1:$DOWN_PORT', '', $OPS_1M);
+INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                        priority, created_at, status, lane_rank)
+SELECT gen_random_uuid(), 'http://127.0.0.1:$DOWN_PORT', '', 'fill-' || n, '\\x00', '\\x', 'POST', '/echo',
+       '[["Host","127.0.0.1:$DOWN_PORT"],["Content-Type","application/json"]]', convert_to(repeat('x', 1024), 'UTF8'), 1,
+       (extract(epoch from now()) * 1000)::bigint, 'pending', 1
+  FROM generate_series(1, $OPS_1M) n;
+ANALYZE operations;
+SQL
+  start_outbox postgres bench_c "$DOWN_PORT"
+  LISTEN_1M=$STARTED
+  RSS_START=$(rss_mb "$OBX_PID" VmRSS)
+  post_202s "$DURATION" "$HERE/post-1k.lua"
+  RPS_1M=$RPS
+  HWM_1M=$(rss_mb "$OBX_PID" VmHWM)
+  stop_outbox
+fi
+
+# ---------------------------------------------------------------- report
+echo
+echo "## (a) durable 202/s on the postgres store vs pgbench, one cluster, arms alternated (${DURATION} s each)"
+echo "| round | outbox, postgres store | pgbench, 64 clients | ratio |"
+echo "| --- | --- | --- | --- |"
+printf '%s\n' "${LINES[@]}"
+if ((${#DRAIN[@]})); then
+  echo
+  echo "## (b) drain of $DRAIN_OPS operations into nginx"
+  echo "| lanes | postgres store | local store | ratio |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s\n' "${DRAIN[@]}"
+fi
+if ((OPS_1M > 0)); then
+  echo
+  echo "## (c) $OPS_1M operations queued in PostgreSQL"
+  echo "listening after ${LISTEN_1M} s, RSS ${RSS_START} MB (peak ${HWM_1M} MB under load); durable 202/s at 1M: $RPS_1M, at 0: $ZERO_RPS ($(python3 -c "print(f'{($RPS_1M - $ZERO_RPS) / max($ZERO_RPS, 1) * 100:+.1f}')") %)"
+fi
