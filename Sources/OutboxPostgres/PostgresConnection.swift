@@ -81,6 +81,14 @@ public struct PostgresResult: Sendable {
 /// never from an event loop or Swift's cooperative pool. Not thread-safe: one owner at a time.
 public final class PostgresConnection {
     private var connection: OpaquePointer?
+    /// The statements this connection has prepared, by their text: the store sends the same few
+    /// statements thousands of times, and parsing and planning each again cost more than running
+    /// it. Bounded: texts past `maxPrepared` (multi-row inserts of every size) run unprepared.
+    private var prepared: [String: String] = [:]
+    static let maxPrepared = 256
+    /// Statements with more parameters than this are not prepared: each such text (a multi-row
+    /// insert) is rarely sent twice.
+    static let maxPreparedParameters = 64
     /// How long one call may wait for the server before it fails with a connection error and
     /// the connection is closed (the statement may or may not have run).
     public let timeoutSeconds: Double
@@ -151,14 +159,32 @@ public final class PostgresConnection {
         }
         let deadline = Self.now() + timeoutSeconds
         guard PQenterPipelineMode(conn) == 1 else { throw fail() }
+        // Which results are a PREPARE's own (not a statement's), in the order they come.
+        var isPrepare: [Bool] = []
+        isPrepare.reserveCapacity(statements.count + 4)
+        var preparing: [(sql: String, name: String)] = []
         for (sql, parameters) in statements {
-            guard Self.send(conn, sql, parameters) == 1 else { throw fail() }
+            if let name = prepared[sql] ?? preparing.first(where: { $0.sql == sql })?.name {
+                guard Self.sendPrepared(conn, name, parameters) == 1 else { throw fail() }
+            } else if prepared.count + burnedNames + preparing.count < Self.maxPrepared, parameters.count <= Self.maxPreparedParameters,
+                      !sql.hasPrefix("BEGIN"), !sql.hasPrefix("COMMIT") {
+                let name = "s\(prepared.count + burnedNames + preparing.count)"
+                guard PQsendPrepare(conn, name, sql, Int32(parameters.count), nil) == 1 else { throw fail() }
+                isPrepare.append(true)
+                preparing.append((sql, name))
+                guard Self.sendPrepared(conn, name, parameters) == 1 else { throw fail() }
+            } else {
+                guard Self.send(conn, sql, parameters) == 1 else { throw fail() }
+            }
+            isPrepare.append(false)
         }
         guard PQpipelineSync(conn) == 1 else { throw fail() }
         try flush(until: deadline)
 
         var results: [PostgresResult] = []
         var firstError: PostgresError?
+        var failedPrepare = false
+        var position = 0
         // Each statement's result, then a NULL; after the last one, the sync's own result.
         while true {
             guard let result = try nextResult(until: deadline) else {
@@ -168,16 +194,26 @@ public final class PostgresConnection {
             defer { PQclear(result) }
             let status = PQresultStatus(result)
             if status == PGRES_PIPELINE_SYNC { break }
+            let ofPrepare = position < isPrepare.count && isPrepare[position]
+            position += 1
             switch status {
             case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
-                results.append(Self.rows(of: result))
+                if !ofPrepare { results.append(Self.rows(of: result)) }
             case PGRES_PIPELINE_ABORTED:
-                break
+                if ofPrepare { failedPrepare = true }
             default:
+                if ofPrepare { failedPrepare = true }
                 if firstError == nil { firstError = Self.error(of: result) }
             }
         }
         guard PQexitPipelineMode(conn) == 1 else { throw fail() }
+        // A statement is known prepared only once its PREPARE succeeded: after a failure the
+        // server may hold some of them, so the names of this pipeline are not used again.
+        if !failedPrepare {
+            for (sql, name) in preparing { prepared[sql] = name }
+        } else {
+            burnedNames += preparing.count
+        }
         if let firstError { throw endingFailedTransaction(firstError) }
         return results
     }
@@ -211,7 +247,23 @@ public final class PostgresConnection {
 
     // MARK: - I/O with deadlines
 
+    /// Prepared names given out in pipelines that failed: never reused (the server may hold them).
+    private var burnedNames = 0
+
+    private static func sendPrepared(_ conn: OpaquePointer, _ name: String, _ parameters: [PostgresValue]) -> Int32 {
+        withParameters(parameters) { count, values, lengths, formats in
+            PQsendQueryPrepared(conn, name, count, values, lengths, formats, 0)
+        }
+    }
+
     private static func send(_ conn: OpaquePointer, _ sql: String, _ parameters: [PostgresValue]) -> Int32 {
+        withParameters(parameters) { count, values, lengths, formats in
+            PQsendQueryParams(conn, sql, count, nil, values, lengths, formats, 0)
+        }
+    }
+
+    private static func withParameters(_ parameters: [PostgresValue],
+                                       _ body: (Int32, [UnsafePointer<CChar>?], [Int32], [Int32]) -> Int32) -> Int32 {
         // Every parameter's bytes in one buffer (text NUL-terminated, bytes as they are, in
         // libpq's binary format 1), so one pointer into it serves them all for the call.
         var buffer: [UInt8] = []
@@ -235,7 +287,7 @@ public final class PostgresConnection {
             bytes.withMemoryRebound(to: CChar.self) { chars in
                 let base = chars.baseAddress
                 let values: [UnsafePointer<CChar>?] = offsets.map { offset in offset < 0 ? nil : base.map { $0 + offset } }
-                return PQsendQueryParams(conn, sql, Int32(parameters.count), nil, values, lengths, formats, 0)
+                return body(Int32(parameters.count), values, lengths, formats)
             }
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import OutboxModel
 import Synchronization
 
@@ -19,16 +20,23 @@ public final class PostgresGroupCommit: Sendable {
     /// An add's answer: the row of the operation holding its key (its own, or one stored first).
     public typealias AddCompletion = @Sendable (Result<PostgresResult, PostgresError>) -> Void
 
+    /// A fenced write's answer: whether it took place (false: the claim was lost, or the
+    /// operation had ended or gone).
+    public typealias StateCompletion = @Sendable (Result<Bool, PostgresError>) -> Void
+
     private enum Work {
         case statements([Statement], Completion)
         /// One operation's add: the adds of one lane that meet in a transaction are sent as one
         /// multi-row statement set (`PostgresOperations.addMany`), not four statements each.
         case add(OperationRequest, AddCompletion)
+        /// One operation's fenced state: consecutive ones share one multi-row `UPDATE`
+        /// (`PostgresOperations.recordMany`).
+        case state(PostgresOperations.StateWrite, StateCompletion)
 
         var count: Int {
             switch self {
             case .statements(let statements, _): statements.count
-            case .add: 1
+            case .add, .state: 1
             }
         }
 
@@ -36,6 +44,7 @@ public final class PostgresGroupCommit: Sendable {
             switch self {
             case .statements(_, let completion): completion(.failure(error))
             case .add(_, let completion): completion(.failure(error))
+            case .state(_, let completion): completion(.failure(error))
             }
         }
     }
@@ -83,6 +92,12 @@ public final class PostgresGroupCommit: Sendable {
         enqueue(Write(work: .add(request, completion), lockOrder: PostgresOperations.lockOrder(request)))
     }
 
+    /// Writes an operation's state under its lane's claim (`PostgresOperations.record`), with
+    /// whatever else is waiting; `completion` hears whether it took place.
+    public func record(_ write: PostgresOperations.StateWrite, lockOrder: String, completion: @escaping StateCompletion) {
+        enqueue(Write(work: .state(write, completion), lockOrder: lockOrder))
+    }
+
     private func enqueue(_ write: Write) {
         let start = state.withLock { state -> Bool in
             state.waiting.append(write)
@@ -127,6 +142,7 @@ public final class PostgresGroupCommit: Sendable {
     private enum Step {
         case statements(count: Int, Completion)
         case adds([OperationRequest], [AddCompletion])
+        case states([PostgresOperations.StateWrite], [StateCompletion])
     }
 
     /// The batch as steps, in order: consecutive adds of one lane become one step.
@@ -149,6 +165,19 @@ public final class PostgresGroupCommit: Sendable {
                     index += 1
                 }
                 steps.append((.adds(requests, completions), PostgresOperations.addMany(requests)))
+            case .state:
+                // A run of states, none of one operation twice: one `UPDATE` applies each row once.
+                var writes: [PostgresOperations.StateWrite] = []
+                var completions: [StateCompletion] = []
+                var ids = Set<UUID>()
+                while index < batch.count, case .state(let write, let completion) = batch[index].work, !ids.contains(write.id),
+                      writes.count < PostgresOperations.maxAddsPerStatement {
+                    writes.append(write)
+                    completions.append(completion)
+                    ids.insert(write.id)
+                    index += 1
+                }
+                steps.append((.states(writes, completions), PostgresOperations.recordMany(writes)))
             }
         }
         return steps
@@ -174,6 +203,11 @@ public final class PostgresGroupCommit: Sendable {
                     let holders = mine[mine.count - 1]
                     for (request, completion) in zip(requests, completions) {
                         completion(.success(holders.only(where: "idempotency_key", is: request.idempotencyKey)))
+                    }
+                case .states(let writes, let completions):
+                    let changed = Set(mine[0].rows.compactMap { $0.first.flatMap { $0 } })
+                    for (write, completion) in zip(writes, completions) {
+                        completion(.success(changed.contains(write.id.lowercasedText)))
                     }
                 }
             }

@@ -46,9 +46,9 @@ extension PostgresOperations {
     // MARK: - Delivery
 
     /// Bodies up to this size come with the operations taken ahead; a larger one is read when
-    /// its operation reaches the head of its lane, so 32 operations taken ahead hold 2 MiB of
-    /// bodies at most.
-    public static let aheadBodyLimit = 64 * 1024
+    /// its operation reaches the head of its lane, so the 64 operations a lane takes ahead hold
+    /// 1 MiB of bodies at most.
+    public static let aheadBodyLimit = 16 * 1024
 
     /// Takes the next `limit` operations of a lane held by `holder` under `fence`, leaving out
     /// `excluding` (those the holder has already) and those whose dependency has not ended

@@ -136,30 +136,107 @@ public enum PostgresOperations {
 
     /// Writes `state` as operation `id`'s latest, if its lane is held by `holder` under `fence`
     /// (`PostgresLanes`) and it is not finished yet; the lane stops counting it when `state`
-    /// finishes it. The statement affects one row (the lane's) when the write took place, none
-    /// when the claim was lost or the operation had ended.
+    /// finishes it. The statement affects one row (the operation's, or the lane's for a state
+    /// that finishes it) when the write took place, none when the claim was lost or the
+    /// operation had ended.
     public static func record(_ id: UUID, _ state: OperationState, priority: OperationPriority, instance: String,
                               holder: String, fence: Int64) -> [Statement] {
-        let response = answer(state.response)
-        let conflict = answer(state.conflict)
+        let common: [PostgresValue] = [.text(id.lowercasedText), .text(state.status.rawValue),
+                                       .int64(Int64(priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
+                                       .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
+                                       optional(state.lastError), .text(instance)]
+        guard state.status.isFinished else {
+            // Still the lane's: its count and its row stay as they are, and a pending or
+            // in-flight state holds no stored answer.
+            return [("""
+                UPDATE operations SET status = $2, lane_rank = $3, attempts = $4, retry_count = $5, last_attempt_at = $6,
+                       next_attempt_at = $7, last_error = $8, instance = $9
+                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 10, fence: 11))
+                """, common + [.text(holder), .int64(fence)])]
+        }
         let update: Statement = ("""
             WITH changed AS (
                 UPDATE operations SET status = $2, lane_rank = $3, attempts = $4, retry_count = $5, last_attempt_at = $6,
                        next_attempt_at = $7, last_error = $8, instance = $9,
                        response_status = $10, response_headers = $11::jsonb, response_body = $12, response_omitted = $13,
                        conflict_status = $14, conflict_headers = $15::jsonb, conflict_body = $16, conflict_omitted = $17,
-                       finished_at = CASE WHEN $18 THEN $19::bigint END
-                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 20, fence: 21))
+                       finished_at = $18
+                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 19, fence: 20))
                 RETURNING origin, lane)
-            UPDATE lanes SET unfinished = unfinished - (CASE WHEN $18 THEN 1 ELSE 0 END)
+            UPDATE lanes SET unfinished = unfinished - 1
               FROM changed WHERE lanes.origin = changed.origin AND lanes.lane = changed.lane
-            """, [.text(id.lowercasedText), .text(state.status.rawValue),
-                  .int64(Int64(priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
-                  .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
-                  optional(state.lastError), .text(instance)] + response + conflict
-                + [.text(state.status.isFinished ? "true" : "false"), .int64(state.lastAttemptAt ?? WallClock.millis()),
-                   .text(holder), .int64(fence)])
+            """, common + answer(state.response) + answer(state.conflict)
+                + [.int64(state.lastAttemptAt ?? WallClock.millis()), .text(holder), .int64(fence)])
         return [update]
+    }
+
+    /// One fenced state write, as `record` makes it, for `recordMany`.
+    public struct StateWrite: Sendable {
+        public let id: UUID
+        public let state: OperationState
+        public let priority: OperationPriority
+        public let instance: String
+        public let holder: String
+        public let fence: Int64
+
+        public init(id: UUID, state: OperationState, priority: OperationPriority, instance: String, holder: String, fence: Int64) {
+            self.id = id
+            self.state = state
+            self.priority = priority
+            self.instance = instance
+            self.holder = holder
+            self.fence = fence
+        }
+    }
+
+    /// `record` for several operations (none twice) in one statement: each row of `VALUES` is
+    /// written if its lane is held under its fence and it is unfinished; the lanes stop counting
+    /// those it finishes. Answers the ids written, one row each.
+    public static func recordMany(_ writes: [StateWrite]) -> [Statement] {
+        var parameters: [PostgresValue] = []
+        var rows: [String] = []
+        let casts = ["::uuid", "::text", "::smallint", "::integer", "::integer", "::bigint", "::bigint", "::text", "::text",
+                     "::integer", "::jsonb", "::bytea", "::bigint", "::integer", "::jsonb", "::bytea", "::bigint", "::bigint",
+                     "::text", "::bigint"]
+        for write in writes {
+            let state = write.state
+            let values: [PostgresValue] = [.text(write.id.lowercasedText), .text(state.status.rawValue),
+                                           .int64(Int64(write.priority.laneRank(attempted: state.attempts > 0))),
+                                           .int64(Int64(state.attempts)), .int64(Int64(state.retryCount)),
+                                           optional(state.lastAttemptAt), optional(state.nextAttemptAt), optional(state.lastError),
+                                           .text(write.instance)]
+                + answer(state.response) + answer(state.conflict)
+                + [state.status.isFinished ? .int64(state.lastAttemptAt ?? WallClock.millis()) : .null, .text(write.holder),
+                   .int64(write.fence)]
+            let first = parameters.count + 1
+            rows.append("(" + values.indices.map { "$\(first + $0)\(casts[$0])" }.joined(separator: ", ") + ")")
+            parameters += values
+        }
+        return [("""
+            WITH v (id, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error, instance,
+                    response_status, response_headers, response_body, response_omitted,
+                    conflict_status, conflict_headers, conflict_body, conflict_omitted, finished_at, holder, fence)
+                 AS (VALUES \(rows.joined(separator: ", "))),
+            changed AS (
+                UPDATE operations o SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
+                       retry_count = v.retry_count, last_attempt_at = v.last_attempt_at, next_attempt_at = v.next_attempt_at,
+                       last_error = v.last_error, instance = v.instance,
+                       response_status = v.response_status, response_headers = v.response_headers,
+                       response_body = v.response_body, response_omitted = v.response_omitted,
+                       conflict_status = v.conflict_status, conflict_headers = v.conflict_headers,
+                       conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
+                  FROM v
+                 WHERE o.id = v.id AND o.status IN ('pending', 'inProgress')
+                   AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane
+                                  AND l.holder = v.holder AND l.fence = v.fence)
+                RETURNING o.id, o.origin, o.lane, v.finished_at IS NOT NULL AS finished),
+            counted AS (
+                SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
+            counts AS (
+                UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
+                 WHERE l.origin = counted.origin AND l.lane = counted.lane)
+            SELECT id::text AS id FROM changed
+            """, parameters)]
     }
 
     // MARK: - Reads

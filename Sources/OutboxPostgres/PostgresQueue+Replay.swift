@@ -39,7 +39,11 @@ struct HeldLane: Sendable {
     /// Taken ahead, in the lane's order (rank, then arrival), each with its attempt counted.
     var ahead: [Ahead] = []
     var inFlight: InFlight?
-    var unwritten = 0
+    /// Writes of its operations' states handed to the group commit and not committed, by
+    /// operation: until they are, the database still has those operations as they were, so a
+    /// look ahead leaves them out, and the claim is not let go (a write under a claim that is
+    /// gone matches nothing).
+    var unwritten: [UUID: Int] = [:]
     var refilling = false
     /// The last look ahead found fewer operations than it asked for: the lane holds no more
     /// than what is here (until something is added to it).
@@ -58,7 +62,14 @@ struct HeldLane: Sendable {
         var state: OperationState?
     }
 
-    var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten == 0 && !refilling && exhausted && !releasing }
+    var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten.isEmpty && !refilling && exhausted && !releasing }
+
+    mutating func writing(_ id: UUID) { unwritten[id, default: 0] += 1 }
+
+    mutating func written(_ id: UUID) {
+        unwritten[id, default: 1] -= 1
+        if unwritten[id] == 0 { unwritten[id] = nil }
+    }
 
     /// Adds what a look ahead found, keeping the lane's order; one already here keeps its place.
     mutating func merge(_ found: [Ahead]) {
@@ -87,7 +98,7 @@ struct Ahead: Sendable {
 
 extension PostgresQueue {
     /// A lane asks for more once fewer than this many are left ahead; it asks for twice as many.
-    static let refillBelow = 16
+    static let refillBelow = 32
 
     package var forcedOffline: Bool { offline.load(ordering: .relaxed) }
 
@@ -95,7 +106,7 @@ extension PostgresQueue {
 
     package func takeWork(for origin: Origin, now: Int64) -> ReplayWork {
         enum Step {
-            case attempt(ReplayAttempt, LaneID, PostgresGroupCommit.Statement, AttemptMark?, refill: Bool)
+            case attempt(ReplayAttempt, LaneID, PendingState, AttemptMark?, refill: Bool)
             case failDependent(UUID, OperationState)
             case wait(Int64)
             case idle
@@ -137,18 +148,17 @@ extension PostgresQueue {
                                                   state: inProgress)
                 lane.turn = book.nextTurn
                 book.nextTurn += 1
-                lane.unwritten += 1
+                // Its attempt is counted already when it was taken ahead; else (a retry) the
+                // write of its state in flight counts it, and the attempt waits for its commit.
+                let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
+                if mark != nil { lane.writing(head.id) }
                 let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
                 book.inFlight[head.id] = laneID
                 book.lanes[laneID] = lane
-                // Its attempt is counted already when it was taken ahead; else (a retry) the
-                // write below counts it, and the attempt waits for its commit.
-                let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
-                let statement = PostgresOperations.record(head.id, inProgress, priority: request.priority, instance: instance,
-                                                          holder: holder, fence: lane.claim.fence)[0]
+                let write = PendingState(id: head.id, state: inProgress, priority: request.priority, claim: lane.claim)
                 let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
                                             cancellation: cancellation, mark: mark)
-                return .attempt(attempt, laneID, statement, mark, refill: refill)
+                return .attempt(attempt, laneID, write, mark, refill: refill)
             }
             return earliest.map { .wait($0) } ?? .idle
         }
@@ -157,11 +167,23 @@ extension PostgresQueue {
         case .idle: return .idle
         case .wait(let until): return .wait(until: until)
         case .failDependent(let id, let state): return .failDependent(id, state)
-        case .attempt(let attempt, let laneID, let statement, let mark, let refill):
+        case .attempt(let attempt, let laneID, let pending, let mark, let refill):
             announce(attempt.id, attempt.inProgress, origin: origin, orderingKey: laneID.orderingKey)
-            write([statement], lane: laneID) { [self] result in
-                if let mark { mark.settle(written: (try? result.get())?.first?.affected == 1) }
-                writeDone(in: laneID)
+            if let mark {
+                transitions.withLock { _ in
+                    record(pending.id, pending.state, priority: pending.priority, claim: pending.claim, lane: laneID) { [self] result in
+                        mark.settle(written: (try? result.get()) == true)
+                        writeDone(of: attempt.id, in: laneID)
+                    }
+                }
+            } else {
+                // Most attempts end within milliseconds, and their outcome says all: the state in
+                // flight is written (for the other instances' views, and as the lane's head) only
+                // for an attempt that outlasts `inFlightWriteDelay`.
+                let cancellation = attempt.cancellation
+                DispatchQueue.global().asyncAfter(deadline: .now() + Self.inFlightWriteDelay) { [self] in
+                    writeInFlight(pending, lane: laneID, cancellation: cancellation)
+                }
             }
             if refill { lookAhead(in: laneID) }
             return .attempt(attempt)
@@ -203,6 +225,12 @@ extension PostgresQueue {
     /// which looks for more.
     private func recordOutcome(_ id: UUID, _ state: OperationState, givenBack: Bool = false,
                                written: @escaping @Sendable () -> Void) {
+        transitions.withLock { _ in recordOutcomeInOrder(id, state, givenBack: givenBack, written: written) }
+    }
+
+    /// `recordOutcome` under `transitions`.
+    private func recordOutcomeInOrder(_ id: UUID, _ state: OperationState, givenBack: Bool,
+                                      written: @escaping @Sendable () -> Void) {
         let found = book.withLock { book -> (LaneID, LaneClaim, OperationRequest, Bool)? in
             guard let laneID = book.inFlight[id], var lane = book.lanes[laneID], let flying = lane.inFlight, flying.id == id else {
                 return nil
@@ -217,7 +245,7 @@ extension PostgresQueue {
                 lane.ahead.insert(Ahead(snapshot: snapshot, seq: 0, rank: Int.max, request: flying.request,
                                         marked: givenBack ? state.attempts : flying.marked, doomed: false), at: 0)
             }
-            lane.unwritten += 1
+            lane.writing(id)
             let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
             book.lanes[laneID] = lane
             return (laneID, lane.claim, flying.request, refill)
@@ -229,15 +257,13 @@ extension PostgresQueue {
             return
         }
         if !givenBack { announce(id, state, origin: request.origin, orderingKey: request.orderingKey) }
-        let statements = PostgresOperations.record(id, state, priority: request.priority, instance: instance, holder: holder,
-                                                   fence: claim.fence)
-        write(statements, lane: laneID) { [self] result in
-            if case .success(let results) = result, results.first?.affected != 1 {
+        record(id, state, priority: request.priority, claim: claim, lane: laneID) { [self] result in
+            if case .success(false) = result {
                 logger.info("store_write_fenced", ["id": id.lowercasedText, "origin": claim.origin,
                                                    "note": "the lane or the operation changed hands; its state was not written"])
             }
             written()
-            writeDone(in: laneID)
+            writeDone(of: id, in: laneID)
         }
         if refill { lookAhead(in: laneID) }
     }
@@ -263,11 +289,41 @@ extension PostgresQueue {
         return seen
     }
 
+    /// How long an attempt may be in flight before its state says so in the database.
+    static let inFlightWriteDelay = 0.05
+
+    /// Writes the state in flight of `id`'s attempt (the one `cancellation` ends) if it is
+    /// still in flight: under `transitions`, as its outcome is, so the two are written in the
+    /// order they happened.
+    private func writeInFlight(_ pending: PendingState, lane laneID: LaneID, cancellation: CallCancellation) {
+        transitions.withLock { _ in
+            let still = book.withLock { book -> Bool in
+                guard book.inFlight[pending.id] == laneID, var lane = book.lanes[laneID],
+                      lane.inFlight?.cancellation === cancellation else { return false }
+                lane.writing(pending.id)
+                book.lanes[laneID] = lane
+                return true
+            }
+            guard still else { return }
+            record(pending.id, pending.state, priority: pending.priority, claim: pending.claim, lane: laneID) { [self] _ in
+                writeDone(of: pending.id, in: laneID)
+            }
+        }
+    }
+
+    /// The state of an attempt taken now, to be written under its lane's claim.
+    struct PendingState: Sendable {
+        let id: UUID
+        let state: OperationState
+        let priority: OperationPriority
+        let claim: LaneClaim
+    }
+
     /// One write of `laneID`'s committed (or failed): the lane may now be idle, and is let go.
-    func writeDone(in laneID: LaneID) {
+    func writeDone(of id: UUID, in laneID: LaneID) {
         let release = book.withLock { book -> LaneClaim? in
             guard var lane = book.lanes[laneID] else { return nil }
-            lane.unwritten -= 1
+            lane.written(id)
             let idle = lane.isIdle
             if idle { lane.releasing = true }
             book.lanes[laneID] = lane
@@ -276,20 +332,21 @@ extension PostgresQueue {
         if let release { letGo(laneID, release) }
     }
 
-    /// Takes the lane's next operations ahead (counting their attempts), after whatever the
-    /// lane wrote before: the lane's writes go through the writer in order.
+    /// Takes the lane's next operations ahead (counting their attempts) on a reader's
+    /// connection, in a transaction of its own: it waits for no group commit. What the lane has
+    /// already (ahead, in flight, or with a state on its way to the database) is left out.
     func lookAhead(in laneID: LaneID) {
         guard let (claim, excluding) = book.withLock({ book -> (LaneClaim, [UUID])? in
             // One look at a time: the next one is asked for when this one is back, if needed.
             guard var lane = book.lanes[laneID], !lane.refilling, !lane.releasing else { return nil }
             lane.refilling = true
             book.lanes[laneID] = lane
-            return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []))
+            return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []) + Array(lane.unwritten.keys))
         }) else { return }
         let limit = Self.refillBelow * 2
         let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
                                                      instance: instance, holder: holder, fence: claim.fence)
-        write([statement], lane: laneID) { [self] result in
+        read({ connection throws(PostgresError) in [try connection.execute(statement.sql, statement.parameters)] }) { [self] result in
             var found: [Ahead] = []
             var failed = false
             switch result {

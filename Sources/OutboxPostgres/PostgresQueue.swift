@@ -56,6 +56,9 @@ public final class PostgresQueue: QueueStore {
     let writesInFlight = Atomic<Int>(0)
     let keeper = Mutex<KeeperTimer?>(nil)
     let keeperState = Mutex(KeeperState())
+    /// Held while the write of an attempt's state is handed to the group commit (in flight,
+    /// outcome), so that one attempt's writes reach it in the order they happened.
+    let transitions = Mutex(())
 
     /// The config values the store reads.
     struct Settings: Sendable {
@@ -108,7 +111,10 @@ public final class PostgresQueue: QueueStore {
             // Server-side bounds too: a statement stuck on a lock fails instead of holding a thread.
             _ = try connection.pipeline([("SET search_path TO \(PostgresSchema.quoted(schema))", []),
                                          ("SET statement_timeout = '\(Int(Self.statementTimeoutSeconds * 1000))ms'", []),
-                                         ("SET lock_timeout = '\(Int(Self.statementTimeoutSeconds * 1000))ms'", [])])
+                                         ("SET lock_timeout = '\(Int(Self.statementTimeoutSeconds * 1000))ms'", []),
+                                         // Prepared statements are planned for their values each time: a plan made
+                                         // once for any value would scan `lanes`, a small table many updates make long.
+                                         ("SET plan_cache_mode = force_custom_plan", [])])
         }
         let connections = max(2, postgres.maxConnections)
         writer = PostgresThread(conninfo: conninfo, timeoutSeconds: Self.clientTimeoutSeconds, name: "outbox-pg-write", setup: setup)
@@ -323,6 +329,24 @@ public final class PostgresQueue: QueueStore {
         }
         writesInFlight.wrappingAdd(1, ordering: .relaxed)
         commits.add(request) { [self] result in
+            record(result)
+            completion(result)
+            writesInFlight.wrappingSubtract(1, ordering: .releasing)
+        }
+    }
+
+    /// Writes an operation's state under its lane's claim through the group commit (consecutive
+    /// ones share one statement); `completion` hears whether it took place.
+    func record(_ id: UUID, _ state: OperationState, priority: OperationPriority, claim: LaneClaim, lane: LaneID,
+                completion: @escaping @Sendable (Result<Bool, PostgresError>) -> Void) {
+        if let reason = unavailableReason {
+            completion(.failure(PostgresError(sqlState: nil, message: reason)))
+            return
+        }
+        writesInFlight.wrappingAdd(1, ordering: .relaxed)
+        let write = PostgresOperations.StateWrite(id: id, state: state, priority: priority, instance: instance, holder: holder,
+                                                  fence: claim.fence)
+        commits.record(write, lockOrder: lane.origin + "\u{0}" + lane.lane) { [self] result in
             record(result)
             completion(result)
             writesInFlight.wrappingSubtract(1, ordering: .releasing)
