@@ -99,6 +99,7 @@ extension PostgresQueue {
             if refresh { try refreshOrigins(on: connection, now: now) }
             try answerPokes(on: connection)
             try claimLanes(on: connection)
+            writeLongAttempts()
             noteSuccess()
             keeperState.withLock { state in
                 state.backoffSeconds = Self.firstBackoffSeconds

@@ -60,6 +60,12 @@ struct HeldLane: Sendable {
         /// Its state in flight (`inProgress`), which this instance's views show before the
         /// write saying so has committed.
         var state: OperationState?
+        /// Its state in flight as it is written, once the attempt has lasted `inFlightWriteDelay`
+        /// (the keeper's tick writes it then); nil once handed to the writer, or when its mark
+        /// wrote it already.
+        var unwrittenState: PostgresQueue.PendingState?
+        /// When it was taken (monotonic ns).
+        var takenAt: UInt64 = 0
     }
 
     var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten.isEmpty && !refilling && exhausted && !releasing }
@@ -156,6 +162,10 @@ extension PostgresQueue {
                 book.inFlight[head.id] = laneID
                 book.lanes[laneID] = lane
                 let write = PendingState(id: head.id, state: inProgress, priority: request.priority, claim: lane.claim)
+                if mark == nil {
+                    lane.inFlight?.unwrittenState = write
+                    lane.inFlight?.takenAt = MonotonicClock.nanos()
+                }
                 let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
                                             cancellation: cancellation, mark: mark)
                 return .attempt(attempt, laneID, write, mark, refill: refill)
@@ -176,15 +186,11 @@ extension PostgresQueue {
                         writeDone(of: attempt.id, in: laneID)
                     }
                 }
-            } else {
-                // Most attempts end within milliseconds, and their outcome says all: the state in
-                // flight is written (for the other instances' views, and as the lane's head) only
-                // for an attempt that outlasts `inFlightWriteDelay`.
-                let cancellation = attempt.cancellation
-                DispatchQueue.global().asyncAfter(deadline: .now() + Self.inFlightWriteDelay) { [self] in
-                    writeInFlight(pending, lane: laneID, cancellation: cancellation)
-                }
             }
+            // Else most attempts end within milliseconds, and their outcome says all: the state in
+            // flight is written (for the other instances' views, and as the lane's head) by the
+            // keeper's next tick, only for an attempt still in flight `inFlightWriteDelay` after
+            // it was taken (`writeLongAttempts`): no timer per attempt.
             if refill { lookAhead(in: laneID) }
             return .attempt(attempt)
         }
@@ -289,24 +295,32 @@ extension PostgresQueue {
         return seen
     }
 
-    /// How long an attempt may be in flight before its state says so in the database.
+    /// How long an attempt may be in flight before its state says so in the database (then
+    /// within a keeper's tick, 100 ms).
     static let inFlightWriteDelay = 0.05
 
-    /// Writes the state in flight of `id`'s attempt (the one `cancellation` ends) if it is
-    /// still in flight: under `transitions`, as its outcome is, so the two are written in the
-    /// order they happened.
-    private func writeInFlight(_ pending: PendingState, lane laneID: LaneID, cancellation: CallCancellation) {
+    /// Writes the states in flight of the attempts taken more than `inFlightWriteDelay` ago
+    /// and still in flight (the keeper's tick): under `transitions`, as outcomes are written,
+    /// so one attempt's writes reach the writer in the order they happened.
+    func writeLongAttempts() {
+        let cutoff = MonotonicClock.nanos() &- UInt64(Self.inFlightWriteDelay * 1e9)
         transitions.withLock { _ in
-            let still = book.withLock { book -> Bool in
-                guard book.inFlight[pending.id] == laneID, var lane = book.lanes[laneID],
-                      lane.inFlight?.cancellation === cancellation else { return false }
-                lane.writing(pending.id)
-                book.lanes[laneID] = lane
-                return true
+            let due = book.withLock { book -> [(PendingState, LaneID)] in
+                var due: [(PendingState, LaneID)] = []
+                for (laneID, lane) in book.lanes {
+                    guard let flying = lane.inFlight, let pending = flying.unwrittenState, flying.takenAt <= cutoff else { continue }
+                    var updated = lane
+                    updated.inFlight?.unwrittenState = nil
+                    updated.writing(pending.id)
+                    book.lanes[laneID] = updated
+                    due.append((pending, laneID))
+                }
+                return due
             }
-            guard still else { return }
-            record(pending.id, pending.state, priority: pending.priority, claim: pending.claim, lane: laneID) { [self] _ in
-                writeDone(of: pending.id, in: laneID)
+            for (pending, laneID) in due {
+                record(pending.id, pending.state, priority: pending.priority, claim: pending.claim, lane: laneID) { [self] _ in
+                    writeDone(of: pending.id, in: laneID)
+                }
             }
         }
     }
