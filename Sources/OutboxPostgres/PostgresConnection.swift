@@ -34,9 +34,20 @@ public enum PostgresValue: Sendable, Equatable {
 /// PostgreSQL's hex form: `bytes(row:column:)` decodes it).
 public struct PostgresResult: Sendable {
     public let columns: [String]
+    /// Every value as text; a `bytea` value (decoded once into `decoded`) as `\x` alone, its
+    /// bytes never kept twice.
     public let rows: [[String?]]
     /// Rows a command touched (`INSERT 0 3` → 3), 0 for one that names none.
     public let affected: Int
+    /// The `bytea` values, decoded from libpq's hex as the result was read, by row and column.
+    let decoded: [Int: [[UInt8]?]]
+
+    init(columns: [String], rows: [[String?]], affected: Int, decoded: [Int: [[UInt8]?]] = [:]) {
+        self.columns = columns
+        self.rows = rows
+        self.affected = affected
+        self.decoded = decoded
+    }
 
     /// The value at `row` of `column`; nil for NULL, an unknown column or a row past the end.
     public func value(_ row: Int, _ column: String) -> String? {
@@ -46,26 +57,38 @@ public struct PostgresResult: Sendable {
 
     /// The result with only the rows whose `column` holds `value` (the first of them).
     public func only(where column: String, is value: String) -> PostgresResult {
-        guard let index = columns.firstIndex(of: column), let row = rows.first(where: { $0[index] == value }) else {
+        guard let index = columns.firstIndex(of: column), let row = rows.firstIndex(where: { $0[index] == value }) else {
             return PostgresResult(columns: columns, rows: [], affected: 0)
         }
-        return PostgresResult(columns: columns, rows: [row], affected: 1)
+        return PostgresResult(columns: columns, rows: [rows[row]], affected: 1, decoded: decoded.mapValues { [$0[row]] })
     }
 
     /// A `bytea` value in hex form (`\x6869`) as bytes; nil for NULL or another form.
     public func bytes(_ row: Int, _ column: String) -> [UInt8]? {
-        guard let text = value(row, column), text.hasPrefix("\\x") else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity((text.utf8.count - 2) / 2)
-        var high: UInt8?
-        for character in text.utf8.dropFirst(2) {
-            guard let nibble = Self.nibble(character) else { return nil }
-            if let h = high { out.append(h << 4 | nibble); high = nil } else { high = nibble }
-        }
-        return high == nil ? out : nil
+        guard rows.indices.contains(row), let index = columns.firstIndex(of: column) else { return nil }
+        if let values = decoded[index] { return values[row] }
+        guard let text = rows[row][index] else { return nil }
+        return Array(text.utf8).withUnsafeBufferPointer { Self.hex($0) }
     }
 
-    private static func nibble(_ c: UInt8) -> UInt8? {
+    /// `\x6869` (libpq's text form of `bytea`) as bytes; nil for another form.
+    static func hex(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard text.count >= 2, text[0] == UInt8(ascii: "\\"), text[1] == UInt8(ascii: "x"), text.count % 2 == 0 else { return nil }
+        return [UInt8](unsafeUninitializedCapacity: (text.count - 2) / 2) { out, count in
+            var index = 2
+            while index < text.count {
+                guard let high = nibble(text[index]), let low = nibble(text[index + 1]) else {
+                    count = 0
+                    return
+                }
+                out[count] = high << 4 | low
+                count += 1
+                index += 2
+            }
+        }.nilIfShort(of: (text.count - 2) / 2)
+    }
+
+    fileprivate static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
@@ -352,14 +375,27 @@ public final class PostgresConnection {
 
     private static func rows(of result: OpaquePointer) -> PostgresResult {
         let columnCount = Int(PQnfields(result))
+        let rowCount = Int(PQntuples(result))
         let columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
-        let rows: [[String?]] = (0..<Int(PQntuples(result))).map { row in
-            (0..<columnCount).map { column in
-                PQgetisnull(result, Int32(row), Int32(column)) == 1 ? nil
-                    : String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+        // bytea (type 17) is decoded straight from libpq's buffer: a body is never a String.
+        let byteColumns = Set((0..<columnCount).filter { PQftype(result, Int32($0)) == 17 })
+        var decoded: [Int: [[UInt8]?]] = [:]
+        for column in byteColumns {
+            decoded[column] = (0..<rowCount).map { row -> [UInt8]? in
+                guard PQgetisnull(result, Int32(row), Int32(column)) == 0, let value = PQgetvalue(result, Int32(row), Int32(column))
+                else { return nil }
+                let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+                return value.withMemoryRebound(to: UInt8.self, capacity: length) { PostgresResult.hex(UnsafeBufferPointer(start: $0, count: length)) }
             }
         }
-        return PostgresResult(columns: columns, rows: rows, affected: Int(String(cString: PQcmdTuples(result))) ?? 0)
+        let rows: [[String?]] = (0..<rowCount).map { row in
+            (0..<columnCount).map { column in
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
+                if byteColumns.contains(column) { return "\\x" }
+                return String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+            }
+        }
+        return PostgresResult(columns: columns, rows: rows, affected: Int(String(cString: PQcmdTuples(result))) ?? 0, decoded: decoded)
     }
 
     private static func trimmed(_ message: String) -> String {
@@ -370,4 +406,9 @@ public final class PostgresConnection {
 
     /// Monotonic seconds, for deadlines and durations.
     static func now() -> Double { Double(MonotonicClock.nanos()) / 1e9 }
+}
+
+extension Array {
+    /// Nil unless the array holds `count` elements (a decode that stopped early).
+    fileprivate func nilIfShort(of count: Int) -> Self? { self.count == count ? self : nil }
 }

@@ -28,6 +28,13 @@ struct LaneBook: Sendable {
     }
 
     func held(origin: String) -> Int { byOrigin[origin]?.count ?? 0 }
+
+    /// Runs `body` on the lane `id` in place (a lane copied out of the table and back would copy
+    /// its operations ahead each time); nil when the lane is not held.
+    mutating func update<T>(_ id: LaneID, _ body: (inout HeldLane) -> T) -> T? {
+        guard lanes[id] != nil else { return nil }
+        return body(&lanes[id]!)
+    }
 }
 
 /// One lane this instance delivers: its claim, what it took ahead in the lane's order, the
@@ -122,53 +129,59 @@ extension PostgresQueue {
             guard let held = book.byOrigin[origin.description] else { return .idle }
             var earliest: Int64?
             for laneID in held.sorted(by: { (book.lanes[$0]?.turn ?? 0) < (book.lanes[$1]?.turn ?? 0) }) {
-                guard var lane = book.lanes[laneID], lane.inFlight == nil, !lane.releasing, let head = lane.ahead.first else { continue }
-                if head.doomed {
-                    // The lane waits for its write, as for an attempt's outcome.
-                    lane.ahead.removeFirst()
-                    lane.inFlight = HeldLane.InFlight(id: head.id, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
-                                                      cancellation: CallCancellation(), marked: head.marked)
-                    book.inFlight[head.id] = laneID
-                    book.lanes[laneID] = lane
-                    return .failDependent(head.id, head.snapshot.state)
-                }
-                if let due = head.snapshot.state.nextAttemptAt, due > now {
-                    earliest = min(earliest ?? due, due)
-                    continue
-                }
-                guard let request = head.request else {
-                    if !head.loading {
-                        lane.ahead[0].loading = true
-                        book.lanes[laneID] = lane
-                        loads.append((head.id, laneID))
+                let turn = book.nextTurn
+                // In place: a copy of the lane out of the table would copy its operations ahead.
+                let step = book.update(laneID) { lane -> Step? in
+                    guard lane.inFlight == nil, !lane.releasing, let head = lane.ahead.first else { return nil }
+                    if head.doomed {
+                        // The lane waits for its write, as for an attempt's outcome.
+                        lane.ahead.removeFirst()
+                        lane.inFlight = HeldLane.InFlight(id: head.id, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
+                                                          cancellation: CallCancellation(), marked: head.marked)
+                        return .failDependent(head.id, head.snapshot.state)
                     }
-                    continue
+                    if let due = head.snapshot.state.nextAttemptAt, due > now {
+                        earliest = min(earliest ?? due, due)
+                        return nil
+                    }
+                    guard let request = head.request else {
+                        if !head.loading {
+                            lane.ahead[0].loading = true
+                            loads.append((head.id, laneID))
+                        }
+                        return nil
+                    }
+                    lane.ahead.removeFirst()
+                    var taken = head.snapshot.state
+                    taken.status = .pending
+                    let number = taken.attempts + 1
+                    let inProgress = ReplayTransition.startAttempt(current: taken, now: now, number: number)
+                    let cancellation = CallCancellation()
+                    // Its attempt is counted already when it was taken ahead; else (a retry) the
+                    // write of its state in flight counts it, and the attempt waits for its commit.
+                    let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
+                    let write = PendingState(id: head.id, state: inProgress, priority: request.priority, claim: lane.claim)
+                    lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation,
+                                                      marked: max(head.marked, number), state: inProgress,
+                                                      unwrittenState: mark == nil ? write : nil, takenAt: MonotonicClock.nanos())
+                    lane.turn = turn
+                    if mark != nil { lane.writing(head.id) }
+                    let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
+                    let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
+                                                cancellation: cancellation, mark: mark)
+                    return .attempt(attempt, laneID, write, mark, refill: refill)
                 }
-                lane.ahead.removeFirst()
-                var taken = head.snapshot.state
-                taken.status = .pending
-                let number = taken.attempts + 1
-                let inProgress = ReplayTransition.startAttempt(current: taken, now: now, number: number)
-                let cancellation = CallCancellation()
-                lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation, marked: max(head.marked, number),
-                                                  state: inProgress)
-                lane.turn = book.nextTurn
-                book.nextTurn += 1
-                // Its attempt is counted already when it was taken ahead; else (a retry) the
-                // write of its state in flight counts it, and the attempt waits for its commit.
-                let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
-                if mark != nil { lane.writing(head.id) }
-                let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
-                book.inFlight[head.id] = laneID
-                book.lanes[laneID] = lane
-                let write = PendingState(id: head.id, state: inProgress, priority: request.priority, claim: lane.claim)
-                if mark == nil {
-                    lane.inFlight?.unwrittenState = write
-                    lane.inFlight?.takenAt = MonotonicClock.nanos()
+                guard let step = step ?? nil else { continue }
+                switch step {
+                case .attempt(let attempt, _, _, _, _):
+                    book.nextTurn += 1
+                    book.inFlight[attempt.id] = laneID
+                case .failDependent(let id, _):
+                    book.inFlight[id] = laneID
+                case .wait, .idle:
+                    break
                 }
-                let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
-                                            cancellation: cancellation, mark: mark)
-                return .attempt(attempt, laneID, write, mark, refill: refill)
+                return step
             }
             return earliest.map { .wait($0) } ?? .idle
         }
@@ -237,24 +250,24 @@ extension PostgresQueue {
     /// `recordOutcome` under `transitions`.
     private func recordOutcomeInOrder(_ id: UUID, _ state: OperationState, givenBack: Bool,
                                       written: @escaping @Sendable () -> Void) {
+        let instance = self.instance
         let found = book.withLock { book -> (LaneID, LaneClaim, OperationRequest, Bool)? in
-            guard let laneID = book.inFlight[id], var lane = book.lanes[laneID], let flying = lane.inFlight, flying.id == id else {
-                return nil
+            guard let laneID = book.inFlight[id] else { return nil }
+            let found = book.update(laneID) { lane -> (LaneID, LaneClaim, OperationRequest, Bool)? in
+                guard let flying = lane.inFlight, flying.id == id else { return nil }
+                if state.status != .inProgress { lane.inFlight = nil }
+                if state.status == .pending {
+                    var snapshot = OperationSnapshot(flying.request, state: state)
+                    snapshot.instance = instance
+                    lane.ahead.insert(Ahead(snapshot: snapshot, seq: 0, rank: Int.max, request: flying.request,
+                                            marked: givenBack ? state.attempts : flying.marked, doomed: false), at: 0)
+                }
+                lane.writing(id)
+                let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
+                return (laneID, lane.claim, flying.request, refill)
             }
-            if state.status != .inProgress {
-                lane.inFlight = nil
-                book.inFlight[id] = nil
-            }
-            if state.status == .pending {
-                var snapshot = OperationSnapshot(flying.request, state: state)
-                snapshot.instance = instance
-                lane.ahead.insert(Ahead(snapshot: snapshot, seq: 0, rank: Int.max, request: flying.request,
-                                        marked: givenBack ? state.attempts : flying.marked, doomed: false), at: 0)
-            }
-            lane.writing(id)
-            let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
-            book.lanes[laneID] = lane
-            return (laneID, lane.claim, flying.request, refill)
+            if (found ?? nil) != nil, state.status != .inProgress { book.inFlight[id] = nil }
+            return found ?? nil
         }
         guard let (laneID, claim, request, refill) = found else {
             // Not this instance's any more (its lane was taken over or let go): the holder now
@@ -309,10 +322,10 @@ extension PostgresQueue {
                 var due: [(PendingState, LaneID)] = []
                 for (laneID, lane) in book.lanes {
                     guard let flying = lane.inFlight, let pending = flying.unwrittenState, flying.takenAt <= cutoff else { continue }
-                    var updated = lane
-                    updated.inFlight?.unwrittenState = nil
-                    updated.writing(pending.id)
-                    book.lanes[laneID] = updated
+                    book.update(laneID) { lane in
+                        lane.inFlight?.unwrittenState = nil
+                        lane.writing(pending.id)
+                    }
                     due.append((pending, laneID))
                 }
                 return due
@@ -336,12 +349,12 @@ extension PostgresQueue {
     /// One write of `laneID`'s committed (or failed): the lane may now be idle, and is let go.
     func writeDone(of id: UUID, in laneID: LaneID) {
         let release = book.withLock { book -> LaneClaim? in
-            guard var lane = book.lanes[laneID] else { return nil }
-            lane.written(id)
-            let idle = lane.isIdle
-            if idle { lane.releasing = true }
-            book.lanes[laneID] = lane
-            return idle ? lane.claim : nil
+            book.update(laneID) { lane -> LaneClaim? in
+                lane.written(id)
+                let idle = lane.isIdle
+                if idle { lane.releasing = true }
+                return idle ? lane.claim : nil
+            } ?? nil
         }
         if let release { letGo(laneID, release) }
     }
@@ -351,11 +364,12 @@ extension PostgresQueue {
     /// already (ahead, in flight, or with a state on its way to the database) is left out.
     func lookAhead(in laneID: LaneID) {
         guard let (claim, excluding) = book.withLock({ book -> (LaneClaim, [UUID])? in
-            // One look at a time: the next one is asked for when this one is back, if needed.
-            guard var lane = book.lanes[laneID], !lane.refilling, !lane.releasing else { return nil }
-            lane.refilling = true
-            book.lanes[laneID] = lane
-            return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []) + Array(lane.unwritten.keys))
+            book.update(laneID) { lane -> (LaneClaim, [UUID])? in
+                // One look at a time: the next one is asked for when this one is back, if needed.
+                guard !lane.refilling, !lane.releasing else { return nil }
+                lane.refilling = true
+                return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []) + Array(lane.unwritten.keys))
+            } ?? nil
         }) else { return }
         let limit = Self.refillBelow * 2
         let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
@@ -387,16 +401,16 @@ extension PostgresQueue {
                 logger.warn("store_lane_read_failed", ["origin": laneID.origin, "error": "\(error)"])
             }
             let (idle, origin) = book.withLock { book -> (LaneClaim?, Origin?) in
-                guard var lane = book.lanes[laneID] else { return (nil, nil) }
-                lane.refilling = false
-                lane.merge(found)
-                // A failed look says nothing: the lane stays unexhausted, and the keeper has it
-                // look again.
-                lane.exhausted = !failed && found.count < limit
-                let idle = lane.isIdle
-                if idle { lane.releasing = true }
-                book.lanes[laneID] = lane
-                return (idle ? lane.claim : nil, lane.origin)
+                book.update(laneID) { lane -> (LaneClaim?, Origin?) in
+                    lane.refilling = false
+                    lane.merge(found)
+                    // A failed look says nothing: the lane stays unexhausted, and the keeper has it
+                    // look again.
+                    lane.exhausted = !failed && found.count < limit
+                    let idle = lane.isIdle
+                    if idle { lane.releasing = true }
+                    return (idle ? lane.claim : nil, lane.origin)
+                } ?? (nil, nil)
             }
             if let idle { letGo(laneID, idle) }
             if let origin, !found.isEmpty { kick([origin]) }

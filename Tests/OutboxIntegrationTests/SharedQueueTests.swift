@@ -165,6 +165,31 @@ struct SharedQueueTests {
         }
     }
 
+    /// An attempt held by the origin shows as `inProgress` on the instance that does not deliver
+    /// it too (its state is written once it has lasted 50 ms), with the instance that does; once
+    /// answered, both show it completed.
+    @Test func anAttemptInFlightIsShownInProgressByEveryInstance() async throws {
+        let release = Gate()
+        let upstream = try TestUpstream { _ in .hold(until: release, then: .respond(.text("done", status: 201))) }
+        upstream.stop()
+        let store = TestStore.postgres()
+        let a = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.named(OutboxProcess.fastQueueConfig(), "a"),
+                                              store: store)
+        let queued = try a.enqueue(body: "held")
+        try upstream.restart()
+        try await upstream.waitForRequests(1)
+        let b = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.named(OutboxProcess.fastQueueConfig(), "b"),
+                                              store: store)
+        let seen = try await b.waitForOperation(queued.id, describedAs: "inProgress, by a", timeout: .seconds(10)) { document in
+            document.string("status") == "inProgress" && document.string("instance") == "a"
+        }
+        #expect(seen.int("retryCount") == 0)
+        release.open()
+        _ = try b.drain()
+        #expect(try b.operation(queued.id).string("status") == "completed")
+        #expect(try a.operation(queued.id).string("status") == "completed")
+    }
+
     /// Three instances starting at the same moment on an empty schema all start: the migration
     /// runs once, under its advisory lock, and the others find it done.
     @Test func instancesStartingTogetherOnAnEmptySchemaAllStart() async throws {
