@@ -239,8 +239,7 @@ extension PostgresQueue {
             let ids = book.withLock { book -> [LaneID] in
                 claims.map { claim in
                     let id = LaneID(origin: claim.origin, lane: claim.lane)
-                    book.add(HeldLane(claim: claim, origin: origin, turn: book.nextTurn), as: id)
-                    book.nextTurn += 1
+                    book.add(HeldLane(claim: claim, origin: origin), as: id)
                     return id
                 }
             }

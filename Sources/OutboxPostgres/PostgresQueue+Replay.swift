@@ -13,14 +13,19 @@ struct LaneBook: Sendable {
     var inFlight: [UUID: LaneID] = [:]
     /// Turns handed out: a lane that delivered goes behind the others of its origin.
     var nextTurn: UInt64 = 0
+    /// Each lane's last turn.
+    var turns: [LaneID: UInt64] = [:]
 
     mutating func add(_ lane: HeldLane, as id: LaneID) {
         lanes[id] = lane
+        turns[id] = nextTurn
+        nextTurn += 1
         byOrigin[id.origin, default: []].insert(id)
     }
 
     mutating func remove(_ id: LaneID) -> HeldLane? {
         guard let lane = lanes.removeValue(forKey: id) else { return nil }
+        turns[id] = nil
         byOrigin[id.origin]?.remove(id)
         if byOrigin[id.origin]?.isEmpty == true { byOrigin[id.origin] = nil }
         if let flying = lane.inFlight { inFlight[flying.id] = nil }
@@ -56,7 +61,6 @@ struct HeldLane: Sendable {
     /// than what is here (until something is added to it).
     var exhausted = false
     var releasing = false
-    var turn: UInt64
 
     struct InFlight: Sendable {
         var id: UUID
@@ -128,8 +132,8 @@ extension PostgresQueue {
         let step = book.withLock { book -> Step in
             guard let held = book.byOrigin[origin.description] else { return .idle }
             var earliest: Int64?
-            for laneID in held.sorted(by: { (book.lanes[$0]?.turn ?? 0) < (book.lanes[$1]?.turn ?? 0) }) {
-                let turn = book.nextTurn
+            // Turns are read from their own table: reading one from a lane would copy the lane.
+            for laneID in held.sorted(by: { (book.turns[$0] ?? 0) < (book.turns[$1] ?? 0) }) {
                 // In place: a copy of the lane out of the table would copy its operations ahead.
                 let step = book.update(laneID) { lane -> Step? in
                     guard lane.inFlight == nil, !lane.releasing, let head = lane.ahead.first else { return nil }
@@ -164,7 +168,6 @@ extension PostgresQueue {
                     lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation,
                                                       marked: max(head.marked, number), state: inProgress,
                                                       unwrittenState: mark == nil ? write : nil, takenAt: MonotonicClock.nanos())
-                    lane.turn = turn
                     if mark != nil { lane.writing(head.id) }
                     let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
                     let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
@@ -174,6 +177,7 @@ extension PostgresQueue {
                 guard let step = step ?? nil else { continue }
                 switch step {
                 case .attempt(let attempt, _, _, _, _):
+                    book.turns[laneID] = book.nextTurn
                     book.nextTurn += 1
                     book.inFlight[attempt.id] = laneID
                 case .failDependent(let id, _):
