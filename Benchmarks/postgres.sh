@@ -95,7 +95,8 @@ mkdir -p "$RUN/upstream-body"
 OBX_PID=""
 start_outbox() {  # store (local|postgres) schema upstream-port keys-config; sets OBX_PID, STARTED
   local store=$1 schema=$2 upstream=$3 t0
-  printf '{"queue": {"store": "%s", "postgres": {"url": "%s", "schema": "%s"}}, "reachability": {"probeIntervalSeconds": 0.2},
+  # maxOperations above (c)'s million, so that its 202s are not refused as a full queue.
+  printf '{"queue": {"store": "%s", "maxOperations": 10000000, "postgres": {"url": "%s", "schema": "%s"}}, "reachability": {"probeIntervalSeconds": 0.2},
     "retry": {"preset": "immediate"}}\n' "$store" "$URL" "$schema" >"$RUN/config-$schema.json"
   : >"$RUN/outbox.err"
   t0=$EPOCHREALTIME
@@ -138,6 +139,7 @@ for round in $(seq 1 "$ROUNDS"); do
   TPS=$(awk '/^tps = / {printf "%.0f", $3}' "$RUN/pgbench.txt")
   LINES+=("$(printf '| %d | %s 202/s, p99 %s, %s writes per commit | %s rows/s | %.2f× |' "$round" "$OUT" "$P99" "$PER_COMMIT" "$TPS" \
     "$(python3 -c "print($OUT / max($TPS, 1))")")")
+  log "${LINES[-1]}"
 done
 
 # ---------------------------------------------------------------- (b) drain, postgres vs local
@@ -179,6 +181,7 @@ if ((SKIP_DRAIN == 0)); then
     PG=$(drain_arm postgres "$keys")
     DRAIN+=("$(printf '| %s | %s ops/s | %s ops/s | %.2f× |' "$([[ $keys == 0 ]] && echo "no keys (one lane)" || echo "$keys keys")" "$PG" "$LOCAL" \
       "$(python3 -c "print($PG / max($LOCAL, 1))")")")
+    log "${DRAIN[-1]}"
   done
 fi
 

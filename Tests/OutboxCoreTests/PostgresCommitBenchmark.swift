@@ -6,7 +6,9 @@ import TestPostgres
 import TestPrerequisites
 import Testing
 
-/// The PostgreSQL store's write path at the storage level, run large by `Benchmarks/postgres.sh`:
+/// The PostgreSQL store's write path at the storage level (no HTTP: `Benchmarks/postgres.sh`
+/// measures `outbox serve`), run large with
+/// `OUTBOX_POSTGRES_BENCH_SECONDS=10 swift test -c release -Xswiftc -enable-testing --filter PostgresCommitBenchmark`:
 /// 64 clients, each adding one operation with a 1 KiB body and waiting for its commit before the
 /// next (as wrk's 64 connections wait for their `202`s), through `PostgresGroupCommit` on
 /// `OUTBOX_POSTGRES_BENCH_CONNECTIONS` connections (default 1), for
@@ -46,8 +48,8 @@ struct PostgresCommitBenchmark {
                 headers: [("Host", "127.0.0.1:9000"), ("Content-Type", "application/json"), ("Idempotency-Key", "k")],
                 body: body, idempotencyKey: UUID().uuidString.lowercased(), fingerprint: [UInt8](repeating: 7, count: 32),
                 priority: .normal, tag: nil, dependsOn: nil, createdAt: Int64(number))
-            guard let statements = try? PostgresOperations.add(request) else { failures.add(1, ordering: .relaxed); finished.leave(); return }
-            committers[client % committers.count].write(statements) { result in
+            // As the store adds: the adds of a lane that meet in a transaction share its statements.
+            committers[client % committers.count].add(request) { result in
                 if case .failure = result { failures.add(1, ordering: .relaxed) } else { done.add(1, ordering: .relaxed) }
                 // The next request is made off the database thread, as an event loop would make it.
                 DispatchQueue.global().async { next(client) }

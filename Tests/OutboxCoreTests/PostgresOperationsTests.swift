@@ -172,6 +172,17 @@ struct PostgresOperationsTests {
                 ("operations_key", PostgresOperations.byKey("key-4242", origin: origin)),
                 ("operations_lane_next", PostgresOperations.nextInLane(origin: origin, orderingKey: "k3")),
                 ("operations_status", PostgresOperations.list(status: .pending, afterSeq: 50_000, limit: 100)),
+                // The store's own: the proxy's question, a lane's operations taken ahead, and a
+                // batch of fenced states (each reads the rows it changes by their unique index).
+                ("operations_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
+                ("operations_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [UUID()],
+                                                                      limit: 64, instance: "i", holder: "h", fence: 1)),
+                ("operations_id_key", PostgresOperations.recordMany([
+                    PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
+                                                  priority: .normal, instance: "i", holder: "h", fence: 1),
+                    PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .pending, nextAttemptAt: 9, attempts: 1),
+                                                  priority: .normal, instance: "i", holder: "h", fence: 1),
+                ])[0]),
             ]
             return try statements.map { index, statement in
                 (index, try connection.execute("EXPLAIN (FORMAT JSON) " + statement.sql, statement.parameters).rows[0][0] ?? "")
