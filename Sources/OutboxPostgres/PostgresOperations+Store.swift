@@ -206,19 +206,23 @@ extension PostgresOperations {
         ]
     }
 
+    /// (The rows are found by `id = ANY(ARRAY(…))`, which the planner reads through the id's
+    /// unique index; with `id IN (…)` it may hash-join a scan of the whole table.)
+    ///
     /// Removes up to `limit` operations chosen by `condition` (an SQL condition over
     /// `operations` with its parameters), oldest first and none that arrived after `seq`
     /// `until`, takes the unfinished ones off their lanes' counts and pokes those lanes. Answers
     /// one row: `removed` (a JSON array of `[id, origin, lane, status, retryCount, lastError]`)
     /// and `lanes` (a JSON array of `[origin, lane, holder, poke, live]` for the lanes poked).
-    public static func remove(where condition: String, _ parameters: [PostgresValue], until: Int64, limit: Int) -> Statement {
+    public static func remove(where condition: String, _ parameters: [PostgresValue], until: Int64, limit: Int,
+                              orderedBy order: String = "seq") -> Statement {
         let untilParameter = parameters.count + 1
         let limitParameter = parameters.count + 2
         return ("""
             WITH gone AS (
-                DELETE FROM operations WHERE id IN (
-                    SELECT id FROM operations WHERE (\(condition)) AND seq <= $\(untilParameter) ORDER BY seq LIMIT $\(limitParameter)
-                    FOR UPDATE SKIP LOCKED)
+                DELETE FROM operations WHERE id = ANY(ARRAY(
+                    SELECT id FROM operations WHERE (\(condition)) AND seq <= $\(untilParameter) ORDER BY \(order) LIMIT $\(limitParameter)
+                    FOR UPDATE SKIP LOCKED))
                 RETURNING id, origin, lane, status, retry_count, last_error),
             counted AS (
                 SELECT origin, lane, count(*) FILTER (WHERE status IN ('pending', 'inProgress')) AS n FROM gone GROUP BY origin, lane),
@@ -255,21 +259,24 @@ extension PostgresOperations {
          """, [.text(origin), .text(lane), .text(holder), .int64(poke)])
     }
 
-    /// Completed operations finished before `cutoff` (`completedRetentionSeconds`), at most
-    /// `limit` of them: removed through the `operations_finished_at` index.
+    /// Completed operations finished before `cutoff` (`completedRetentionSeconds`): removed in
+    /// `finished_at` order, through the `operations_finished_at` index, so a sweep that finds
+    /// nothing reads nothing (in `seq` order it would walk every completed operation).
     public static func retentionCondition(cutoff: Int64) -> (String, [PostgresValue]) {
         ("status = 'completed' AND finished_at IS NOT NULL AND finished_at < $1", [.int64(cutoff)])
     }
 
     /// Fails as `expired` (`ReplayTransition.expire`, `QueueRules.expiryCutoff`) the pending
     /// operations created before `cutoff` whose lane no instance holds (a holder expires its own
-    /// as it takes them), at most `limit`; answers how many, and their lanes lose them.
+    /// as it takes them), among the `limit` oldest pending ones: like the local index, it looks at
+    /// the oldest first and no further (arrival order is creation order), so a sweep of a queue
+    /// with nothing expired reads `limit` rows, not every pending one. Their lanes lose them.
     public static func expire(cutoff: Int64, limit: Int, now: Int64) -> Statement {
         ("""
-         WITH expired AS (
+         WITH oldest AS (SELECT id, created_at FROM operations WHERE status = 'pending' ORDER BY seq LIMIT $3),
+         expired AS (
              UPDATE operations o SET status = 'failed', last_error = 'expired', next_attempt_at = NULL, finished_at = $2
-              WHERE o.id IN (SELECT id FROM operations WHERE status = 'pending' AND created_at < $1 ORDER BY seq LIMIT $3
-                             FOR UPDATE SKIP LOCKED)
+              WHERE o.id = ANY(ARRAY(SELECT id FROM oldest WHERE created_at < $1)) AND o.status = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane AND l.holder IS NOT NULL
                                    AND l.lease_until > now())
              RETURNING o.origin, o.lane),
