@@ -239,6 +239,7 @@ package struct AdminAPI: Sendable {
                 ("pending", .int(await queue.unfinishedCount(origin: origin.origin))),
                 ("lastError", .string(origin.lastError)),
                 ("nextProbeAt", origin.nextProbeAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null),
+                ("authRequired", .bool(origin.authRequired)),
             ]))
         }
         let store = await queue.store

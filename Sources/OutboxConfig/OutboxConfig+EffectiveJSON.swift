@@ -39,6 +39,7 @@ extension OutboxConfig {
             ("replay", .object([
                 ("maxConcurrentPerOrigin", .int(replay.maxConcurrentPerOrigin)),
                 ("attemptTimeoutSeconds", .double(replay.attemptTimeoutSeconds)),
+                ("authStatuses", .array(replay.authStatuses.map { .int($0) })),
             ])),
             ("retry", .object([
                 ("preset", .string(retry.preset.rawValue)),

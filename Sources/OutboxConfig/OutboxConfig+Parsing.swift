@@ -142,6 +142,9 @@ extension OutboxConfig.Replay {
         for (key, field) in try object.members() {
             switch key {
             case "maxConcurrentPerOrigin": maxConcurrentPerOrigin = try field.integer(atLeast: 1)
+            case "authStatuses":
+                // A success or a redirect cannot say the credentials were refused.
+                authStatuses = try field.array().map { (entry) throws(ConfigError) in try entry.integer(in: 400...599, "status 400-599") }
             case "attemptTimeoutSeconds":
                 // An attempt without time would never be sent: 0 is refused, not "no limit".
                 attemptTimeoutSeconds = try field.seconds()

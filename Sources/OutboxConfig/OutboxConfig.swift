@@ -75,6 +75,10 @@ public struct OutboxConfig: Sendable, Equatable {
         /// The longest one replay attempt may take, its response head and body included (> 0):
         /// then it ends as a transport failure, retried after backoff.
         public var attemptTimeoutSeconds: Double = 60
+        /// Statuses of a replayed attempt that mean "the credentials it carried are not good
+        /// (any more)": the operation is held, pending, without spending a retry, and its lane
+        /// waits for fresh credentials (SPEC §10). Each 400...599.
+        public var authStatuses = [401]
         /// The documented defaults.
         public init() {}
     }

@@ -28,6 +28,8 @@ public final class Reachability: Sendable {
         var lastSeen: Int64
         /// Never forgotten: the configured upstream.
         var pinned = false
+        /// Its last answer to a replay refused the credentials (`replay.authStatuses`).
+        var authRequired = false
     }
 
     private let state = Mutex<[Origin: Entry]>([:])
@@ -214,8 +216,20 @@ public final class Reachability: Sendable {
     public var statuses: [OriginStatus] {
         state.withLock { map in
             map.map { OriginStatus(origin: $0.key, online: $0.value.online, lastError: $0.value.lastError,
-                                   nextProbeAt: $0.value.online ? nil : $0.value.nextProbeAt) }
+                                   nextProbeAt: $0.value.online ? nil : $0.value.nextProbeAt, authRequired: $0.value.authRequired) }
                 .sorted { $0.origin.description < $1.origin.description }
+        }
+    }
+
+    /// Whether the origin's last answer to a replay refused its credentials (SPEC §10): set by
+    /// a status in `replay.authStatuses`, cleared by any other answer. It is shown, and kept
+    /// with the origin, which is not forgotten while it holds work anyway.
+    public func setAuthRequired(_ origin: Origin, _ required: Bool) {
+        state.withLock { map in
+            if map[origin]?.authRequired == required || (map[origin] == nil && !required) { return }
+            var entry = map[origin] ?? Entry(lastSeen: now())
+            entry.authRequired = required
+            map[origin] = entry
         }
     }
 

@@ -5,6 +5,7 @@ import OutboxModel
 /// | upstream answer | outcome |
 /// | --- | --- |
 /// | 2xx, 3xx | `completed`, the response kept |
+/// | status in `authStatuses` (401 by default) | `authRequired`: held for fresh credentials (SPEC §10) |
 /// | 409 | `conflict`, the 409 response kept |
 /// | status in `retryableStatuses`, or a transport failure | `retry` |
 /// | any other status (1xx included: an upstream client never hands one over as final) | `failed` |
@@ -26,11 +27,18 @@ public enum AttemptOutcome: Sendable, Equatable {
     /// The attempt never left Outbox (no descriptor for its socket, SPEC §6): it spends no
     /// retry and is tried again shortly; `error` becomes the operation's `lastError`.
     case notSent(error: String)
+    /// The upstream refused the credentials the attempt carried (a status in
+    /// `replay.authStatuses`): the operation is held, pending, its retries unspent, until fresh
+    /// credentials come (SPEC §10).
+    case authRequired(status: Int)
 
     /// The outcome of an attempt that got a final response from the upstream.
-    public init(response: StoredResponse, retryableStatuses: Set<Int>) {
+    public init(response: StoredResponse, retryableStatuses: Set<Int>, authStatuses: Set<Int> = []) {
         switch response.status {
         case 200...399: self = .completed(response)
+        // Before 409 and the retryable ones: a refused credential is not the request's fault,
+        // and no number of retries with it helps.
+        case let status where authStatuses.contains(status): self = .authRequired(status: status)
         case 409: self = .conflict(response)
         case let status where retryableStatuses.contains(status): self = .retry(error: "HTTP \(status)")
         default: self = .failed(error: "HTTP \(response.status)")

@@ -8,6 +8,10 @@ extension ReplayTransition {
     /// `lastError` of an operation whose `dependsOn` ended `failed` or `conflict`: it fails too.
     public static let dependencyFailedError = "dependency failed"
 
+    /// `lastError` of an operation held because the upstream refused its credentials with
+    /// `status` (SPEC §10).
+    public static func authError(_ status: Int) -> String { "auth: \(status)" }
+
     /// How long an attempt that could not leave Outbox (`AttemptOutcome.notSent`) waits before
     /// it is tried again: as long as the listener's longest pause when descriptors run out.
     public static let notSentDelaySeconds = 1.0
@@ -20,6 +24,9 @@ extension ReplayTransition {
     ///   `nextAttemptAt` = now + the delay before that retry, where `retryAfter` (seconds, from
     ///   the upstream's `Retry-After`) wins over the backoff; once retries are exhausted,
     ///   `failed` with `lastError` "<error> (retries exhausted)".
+    /// - authRequired: back to `pending`, `retryCount` unchanged (the request was not at fault),
+    ///   `lastError` `auth: <status>`, and `nextAttemptAt` = now + `maxDelaySeconds`: the lane
+    ///   waits, holding its head, until fresh credentials, a retry or flush, or that time.
     /// - notSent: back to `pending`, `retryCount` unchanged and the attempt's number given back
     ///   (`attempts` one lower: nothing was sent, so no retry is spent and the next attempt
     ///   carries the same number), `nextAttemptAt` = now + ``notSentDelaySeconds``.
@@ -52,6 +59,10 @@ extension ReplayTransition {
             next.lastError = error
             let delay = retryAfter ?? policy.delay(beforeRetry: next.retryCount, random: &random)
             next.nextAttemptAt = now + WallClock.milliseconds(delay)
+        case .authRequired(let status):
+            next.status = .pending
+            next.lastError = authError(status)
+            next.nextAttemptAt = now + WallClock.milliseconds(policy.maxDelaySeconds)
         case .notSent(let error):
             next.status = .pending
             next.attempts = max(0, current.attempts - 1)

@@ -67,6 +67,8 @@ public actor Replayer {
     private let reachability: Reachability
     private let policy: RetryPolicy
     private let unavailableStatuses: Set<Int>
+    /// `replay.authStatuses`: answers that hold an operation for fresh credentials.
+    private let authStatuses: Set<Int>
     private let ttlMillis: Int64
     private let logger: Logger
     private let clock: ReplayClock
@@ -123,7 +125,7 @@ public actor Replayer {
     /// - Parameter workerExecutors: where the workers (one lane in flight each) run, spread
     ///   evenly; empty: on `executor`.
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
-         unavailableStatuses: Set<Int>, ttlSeconds: Double, logger: Logger,
+         unavailableStatuses: Set<Int>, authStatuses: Set<Int> = [], ttlSeconds: Double, logger: Logger,
          clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8,
          attemptTimeoutSeconds: Double = 60,
          executor: (any TaskExecutor)? = nil, workerExecutors: [any TaskExecutor] = []) {
@@ -139,6 +141,7 @@ public actor Replayer {
         self.reachability = reachability
         self.policy = policy
         self.unavailableStatuses = unavailableStatuses
+        self.authStatuses = authStatuses
         ttlMillis = WallClock.milliseconds(ttlSeconds)
         self.logger = logger
         self.clock = clock
@@ -405,7 +408,8 @@ public actor Replayer {
         case (.success(let response), _):
             let stored = StoredResponse(status: response.head.status, headers: response.head.headers, body: response.body,
                                         omittedBodySize: response.truncated ? response.bodySize : nil)
-            outcome = AttemptOutcome(response: stored, retryableStatuses: policy.retryableStatuses)
+            outcome = AttemptOutcome(response: stored, retryableStatuses: policy.retryableStatuses, authStatuses: authStatuses)
+            reachability.setAuthRequired(origin, authStatuses.contains(response.head.status))
             retryAfter = RetryAfter.seconds(in: response.head.headers, nowMilliseconds: finished)
             if unavailableStatuses.contains(response.head.status) {
                 reachability.markOffline(origin, reason: "HTTP \(response.head.status)")
@@ -433,7 +437,11 @@ public actor Replayer {
                                    "attempt": String(attempt.number), "status": next.status.rawValue,
                                    "error": next.lastError ?? "-"])
         }
-        metrics?.replayed(next.status)
+        if case .authRequired = outcome {
+            metrics?.replayNeededAuth()
+        } else {
+            metrics?.replayed(next.status)
+        }
         source.recordSoon(id, next, replaying: origin, written: window.track())
         return next.status == .pending
     }

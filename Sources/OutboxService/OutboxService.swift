@@ -103,6 +103,7 @@ public final class OutboxService: Sendable {
         probeClient.tls.withLock { $0 = server.upstreamTLS }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
+                                authStatuses: Set(config.replay.authStatuses),
                                 ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics,
                                 maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin,
                                 attemptTimeoutSeconds: config.replay.attemptTimeoutSeconds, executor: client.loopExecutor,

@@ -46,6 +46,7 @@ package final class Metrics: Sendable {
     private let replayConflict = Atomic<Int>(0)
     private let replayFailed = Atomic<Int>(0)
     private let replayRetry = Atomic<Int>(0)
+    private let replayAuthRequired = Atomic<Int>(0)
 
     package func enqueued() { enqueuedTotal.add(1, ordering: .relaxed) }
 
@@ -92,6 +93,10 @@ package final class Metrics: Sendable {
         }
     }
 
+    /// A replay attempt answered with a status in `replay.authStatuses`: its operation is held
+    /// for fresh credentials (SPEC §10).
+    package func replayNeededAuth() { replayAuthRequired.add(1, ordering: .relaxed) }
+
     /// Prometheus text format 0.0.4: HELP and TYPE for every family, `outbox_` prefix.
     package func render(counts: [OperationStatus: Int], origins: [OriginStatus], activeLanes: [(Origin, Int)] = [],
                 oldestPendingAgeSeconds: Double?, storageBytes: Int) -> String {
@@ -110,6 +115,9 @@ package final class Metrics: Sendable {
             ("{outcome=\"failed\"}", String(replayFailed.load(ordering: .relaxed))),
             ("{outcome=\"retry\"}", String(replayRetry.load(ordering: .relaxed))),
         ])
+        family("outbox_replay_auth_required_total", "counter",
+               "Replay attempts whose credentials the origin refused (replay.authStatuses): held, not failed.",
+               [("", String(replayAuthRequired.load(ordering: .relaxed)))])
         family("outbox_forwarded_total", "counter", "Requests answered by the upstream directly, by status class.",
                (1...5).map { index in ("{class=\"\(index)xx\"}", String(total { $0.forwardedByClass[index].load() })) })
         family("outbox_upstream_online", "gauge", "1 when the origin is believed reachable, 0 while it is probed.",

@@ -34,7 +34,8 @@ struct ConfigEffectiveJSONTests {
               },
               "replay": {
                 "maxConcurrentPerOrigin": 8,
-                "attemptTimeoutSeconds": 60
+                "attemptTimeoutSeconds": 60,
+                "authStatuses": [401]
               },
               "retry": {
                 "preset": "default",

@@ -13,7 +13,7 @@ struct ReplayOutcomeTests {
         StoredResponse(status: status, headers: headers, body: Array("body \(status)".utf8))
     }
 
-    enum Kind: String { case completed, conflict, retry, failed, notSent }
+    enum Kind: String { case completed, conflict, retry, failed, notSent, authRequired }
 
     static func kind(_ outcome: AttemptOutcome) -> Kind {
         switch outcome {
@@ -22,6 +22,7 @@ struct ReplayOutcomeTests {
         case .retry: .retry
         case .failed: .failed
         case .notSent: .notSent
+        case .authRequired: .authRequired
         }
     }
 
@@ -74,6 +75,35 @@ struct ReplayOutcomeTests {
         #expect(next.attempts == state.attempts, "the next attempt carries the same Outbox-Attempt number")
         #expect(next.nextAttemptAt == now + 1000, "neither the backoff nor a Retry-After applies")
         #expect(next.lastError == "local resources exhausted: x")
+    }
+
+    @Test("a status in authStatuses holds the operation: ahead of 409 and the retryable ones, and only when configured")
+    func authStatusesHold() {
+        #expect(AttemptOutcome(response: Self.response(401), retryableStatuses: Self.retryable, authStatuses: [401]) == .authRequired(status: 401))
+        #expect(AttemptOutcome(response: Self.response(403), retryableStatuses: Self.retryable, authStatuses: [401, 403])
+            == .authRequired(status: 403))
+        #expect(Self.kind(AttemptOutcome(response: Self.response(403), retryableStatuses: Self.retryable, authStatuses: [401])) == .failed)
+        #expect(Self.kind(AttemptOutcome(response: Self.response(429), retryableStatuses: [429], authStatuses: [429])) == .authRequired)
+        #expect(Self.kind(AttemptOutcome(response: Self.response(401), retryableStatuses: Self.retryable, authStatuses: [])) == .failed)
+    }
+
+    @Test("a held operation stays pending with its retries unspent, its error auth: <status>, due again after maxDelaySeconds")
+    func authRequiredSpendsNoRetry() {
+        var config = OutboxConfig.Retry(preset: .default)
+        config.maxRetries = 2
+        let policy = RetryPolicy(config)
+        var random = ReplayTestRandom(seed: 7)
+        var state = OperationState()
+        state.retryCount = 2  // every retry spent: a 503 now would fail it
+        let now: Int64 = 1_000_000
+        let inProgress = ReplayTransition.startAttempt(current: state, now: now)
+        let next = ReplayTransition.nextState(current: inProgress, outcome: .authRequired(status: 401), now: now, policy: policy,
+                                              retryAfter: 5, random: &random)
+        #expect(next.status == .pending)
+        #expect(next.retryCount == 2, "no retry is spent")
+        #expect(next.attempts == inProgress.attempts, "the attempt was made: its number stays counted")
+        #expect(next.lastError == "auth: 401")
+        #expect(next.nextAttemptAt == now + 60_000, "held until maxDelaySeconds, whatever Retry-After says")
     }
 
     @Test("only configured statuses are retried, and 409 stays a conflict even if configured")
