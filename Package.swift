@@ -39,22 +39,26 @@ let package = Package(
         // schema, and the operations' rows (made from Model's values, as Storage makes records).
         .target(name: "OutboxPostgres", dependencies: ["CLibPQ", "OutboxQueue", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"], resources: [.embedInCode("Migrations/v001_queue.sql"), .embedInCode("Migrations/v002_lane_pokes.sql")],
                 swiftSettings: releaseSettings),
+        // Credentials for replay (SPEC §10): values set by hand, learnt from clients, or a
+        // command's answers; shared by the proxy (which learns), the admin API and the replayer.
+        .target(name: "OutboxCredentials", dependencies: ["OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP", "CSystem"],
+                swiftSettings: releaseSettings),
         // Fault rules (what to fail, when, how often): values and counters only, shared by the
         // proxy's transports, the probes and the admin API.
         .target(name: "OutboxFaults", dependencies: ["OutboxModel"], swiftSettings: releaseSettings),
         .target(name: "OutboxNet", dependencies: ["OutboxHTTP", "OutboxModel", "CSystem", "COpenSSL", "CTLSShim"], swiftSettings: releaseSettings),
         // The replayer and the admin API are peers on top of the queue: neither knows the other,
         // the network or the proxy.
-        .target(name: "OutboxReplay", dependencies: queueClient, swiftSettings: releaseSettings),
-        .target(name: "OutboxAdmin", dependencies: queueClient + ["OutboxFaults"], resources: [.embedInCode("Resources/dashboard.html")],
+        .target(name: "OutboxReplay", dependencies: queueClient + ["OutboxCredentials"], swiftSettings: releaseSettings),
+        .target(name: "OutboxAdmin", dependencies: queueClient + ["OutboxFaults", "OutboxCredentials"], resources: [.embedInCode("Resources/dashboard.html")],
                 swiftSettings: releaseSettings),
         .target(name: "OutboxProxy",
-                dependencies: ["OutboxNet", "OutboxQueue", "OutboxFaults", "OutboxConfig", "OutboxModel", "OutboxTelemetry",
-                               "OutboxHTTP", "CSystem"],
+                dependencies: ["OutboxNet", "OutboxQueue", "OutboxCredentials", "OutboxFaults", "OutboxConfig", "OutboxModel",
+                               "OutboxTelemetry", "OutboxHTTP", "CSystem"],
                 swiftSettings: releaseSettings),
         .target(name: "OutboxService",
                 dependencies: ["OutboxProxy", "OutboxAdmin", "OutboxReplay", "OutboxNet", "OutboxQueue", "OutboxStorage", "OutboxPostgres",
-                               "OutboxFaults",
+                               "OutboxCredentials", "OutboxFaults",
                                "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"],
                 swiftSettings: releaseSettings),
         // The admin commands (`outbox status`, `drain`, …): a client of the admin API over HTTP,
@@ -63,7 +67,7 @@ let package = Package(
         .executableTarget(name: "outbox", dependencies: ["OutboxService", "OutboxControl", "OutboxConfig", "OutboxTelemetry"]),
         .testTarget(name: "OutboxCoreTests",
                     dependencies: ["OutboxHTTP", "OutboxModel", "OutboxTelemetry", "OutboxConfig", "OutboxStorage", "OutboxQueue",
-                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "OutboxPostgres", "CSystem",
+                                   "OutboxReplay", "OutboxAdmin", "OutboxProxy", "OutboxNet", "OutboxFaults", "OutboxPostgres", "OutboxCredentials", "CSystem",
                                    "CTestParallelism", "TestPrerequisites", "TestPostgres"]),
         // Linked into the test binary for its load-time effect: how many tests run at once.
         .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),

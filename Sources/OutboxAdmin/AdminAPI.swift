@@ -1,4 +1,5 @@
 import Foundation
+import OutboxCredentials
 import OutboxFaults
 import OutboxHTTP
 import OutboxModel
@@ -24,11 +25,15 @@ package struct AdminAPI: Sendable {
     let dashboardPage: String
     /// The fault rules `/faults` shows and edits.
     let faults: FaultBook
+    /// Replay credentials `/credentials` sets, lists and clears (SPEC §10).
+    let credentials: CredentialBook
 
     package typealias Response = AdminResponse
 
     package init(queue: AdminQueueSource, redactHeaders: Set<String>, version: String, startedAt: Int64, metrics: Metrics,
-                 prefix: String, faults: FaultBook = FaultBook(), statusSettings: [(key: String, value: JSON)] = []) {
+                 prefix: String, faults: FaultBook = FaultBook(), statusSettings: [(key: String, value: JSON)] = [],
+                 credentials: CredentialBook = CredentialBook(rules: [], directory: nil, logger: Logger(level: .error))) {
+        self.credentials = credentials
         self.faults = faults
         self.queue = queue
         self.statusSettings = statusSettings
@@ -43,7 +48,7 @@ package struct AdminAPI: Sendable {
     /// An admin request's endpoint: its route and the id the route's path carries.
     private enum Endpoint {
         case dashboard, status, operations, operation(String), retry(String), prune, flush, connectivity, drain, metrics
-        case faults, fault(String), events
+        case faults, fault(String), events, credentials
 
         init?(_ parts: [Substring]) {
             guard let (route, id) = AdminRoute.match(parts) else { return nil }
@@ -61,6 +66,7 @@ package struct AdminAPI: Sendable {
             case .faults: self = .faults
             case .fault: self = .fault(id)
             case .events: self = .events
+            case .credentials: self = .credentials
             }
         }
 
@@ -81,6 +87,7 @@ package struct AdminAPI: Sendable {
             case .faults: .faults
             case .fault: .fault
             case .events: .events
+            case .credentials: .credentials
             }
         }
 
@@ -182,6 +189,23 @@ package struct AdminAPI: Sendable {
         case .fault(let id):
             guard faults.remove(id) else { throw .noFault(id) }
             return Response(status: 204, body: .null)
+        case .credentials where reading:
+            return Response(status: 200, body: .object([("credentials", .array(credentials.list().map { listing in
+                .object([("origin", .string(listing.origin.description)),
+                         ("headers", .array(listing.headers.map { .string($0) })),
+                         ("source", .string(listing.source)),
+                         ("expiresAt", listing.expiresAt.map { .string(WallClock.iso8601(millis: $0)) } ?? .null)])
+            }))]))
+        case .credentials where request.method == "PUT":
+            let (origin, headers) = try Self.credentialsBody(request.body)
+            credentials.set(headers, for: origin)
+            return Response(status: 204, body: .null)
+        case .credentials:
+            guard let text = request.query["origin"], let origin = Self.origin(text) else {
+                throw .invalid(field: "origin", expected: "an origin URL (scheme://host[:port])")
+            }
+            credentials.clear(origin)
+            return Response(status: 204, body: .null)
         case .connectivity where reading:
             return Response(status: 200, body: .object([("mode", .string(queue.connectivityMode))]))
         case .connectivity:
@@ -201,6 +225,38 @@ package struct AdminAPI: Sendable {
             let drained = await queue.waitUntilDrained(timeoutSeconds: timeout)
             return Response(status: drained ? 200 : 504, body: .object([("drained", .bool(drained))] + (await countMembers())))
         }
+    }
+
+    /// `PUT /admin/credentials`'s body: `{"origin": URL, "headers": {"Name": "value", …}}`. The
+    /// values are never echoed in an error.
+    static func credentialsBody(_ body: [UInt8]) throws(AdminError) -> (Origin, [(name: String, value: String)]) {
+        let expected = #"{"origin": "https://host", "headers": {"Name": "value"}}"#
+        let document = try Self.document(body, expected: expected)
+        guard case .object = document else { throw .invalid(field: "body", expected: expected) }
+        guard let text = document["origin"]?.stringValue, let origin = Self.origin(text) else {
+            throw .invalid(field: "origin", expected: "an origin URL (scheme://host[:port])")
+        }
+        guard case .object(let members)? = document["headers"], !members.isEmpty else {
+            throw .invalid(field: "headers", expected: "an object of header names and string values")
+        }
+        var headers: [(name: String, value: String)] = []
+        for (name, value) in members {
+            guard !name.isEmpty, name.utf8.allSatisfy({ HTTPByte.isTokenChar($0) }) else {
+                throw .invalid(field: "headers", expected: "header names as tokens", got: NumberError.shortened(name))
+            }
+            guard let text = value.stringValue, !text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw .invalid(field: "headers.\(name)", expected: "a string without line breaks")
+            }
+            headers.append((name.lowercased(), text))
+        }
+        return (origin, headers)
+    }
+
+    /// An origin URL (`https://api.example.com`, `http://10.0.0.5:8080`): scheme, host, port.
+    static func origin(_ text: String) -> Origin? {
+        guard text.contains("://"), let (origin, target) = Origin.parseAbsolute(text.hasSuffix("/") ? text : text + "/"),
+              target == "/" else { return nil }
+        return origin
     }
 
     private func addFault(_ body: [UInt8]) throws(AdminError) -> Response {

@@ -3,7 +3,7 @@
 /// `docs/admin-api.md`, whose route table a test compares with this one.
 package enum AdminRoute: CaseIterable, Sendable {
     case dashboard, status, operations, operation, retry, prune, flush, connectivity, drain, metrics
-    case faults, fault, events
+    case faults, fault, events, credentials
 
     /// The path under the prefix: `/` for the dashboard, `/operations/{id}` for one operation.
     package var template: String {
@@ -21,6 +21,7 @@ package enum AdminRoute: CaseIterable, Sendable {
         case .faults: "/faults"
         case .fault: "/faults/{id}"
         case .events: "/events"
+        case .credentials: "/credentials"
         }
     }
 
@@ -33,6 +34,7 @@ package enum AdminRoute: CaseIterable, Sendable {
         case .connectivity: ["GET", "HEAD", "PUT"]
         case .faults: ["GET", "HEAD", "POST", "DELETE"]
         case .fault: ["GET", "HEAD", "DELETE"]
+        case .credentials: ["GET", "HEAD", "PUT", "DELETE"]
         }
     }
 

@@ -40,6 +40,12 @@ extension OutboxConfig {
                 ("maxConcurrentPerOrigin", .int(replay.maxConcurrentPerOrigin)),
                 ("attemptTimeoutSeconds", .double(replay.attemptTimeoutSeconds)),
                 ("authStatuses", .array(replay.authStatuses.map { .int($0) })),
+                ("credentials", .array(replay.credentials.map { rule in
+                    .object([("origin", .string(rule.originText)), ("headers", .array(rule.headers.map { .string($0) })),
+                             ("from", .string(rule.source.rawValue))]
+                            + (rule.source == .command ? [("command", .array(rule.command.map { .string($0) })),
+                                                          ("timeoutSeconds", .double(rule.timeoutSeconds))] : []))
+                })),
             ])),
             ("retry", .object([
                 ("preset", .string(retry.preset.rawValue)),

@@ -145,6 +145,8 @@ extension OutboxConfig.Replay {
             case "authStatuses":
                 // A success or a redirect cannot say the credentials were refused.
                 authStatuses = try field.array().map { (entry) throws(ConfigError) in try entry.integer(in: 400...599, "status 400-599") }
+            case "credentials":
+                credentials = try field.array().map { (entry) throws(ConfigError) in try CredentialRule(entry) }
             case "attemptTimeoutSeconds":
                 // An attempt without time would never be sent: 0 is refused, not "no limit".
                 attemptTimeoutSeconds = try field.seconds()
@@ -350,5 +352,56 @@ extension ConfigField {
             || HostSyntax.isIPv6(text)
         guard valid else { throw invalid("host, \"*.suffix\" or \"*\"") }
         return text
+    }
+}
+
+extension CredentialRule {
+    fileprivate init(_ object: ConfigField) throws(ConfigError) {
+        var scope: Scope?
+        var originText = ""
+        var headers: [String]?
+        var source: Source?
+        var command: [String]?
+        var timeoutSeconds: Double = 10
+        for (key, field) in try object.members() {
+            switch key {
+            case "origin":
+                originText = try field.string()
+                if originText.contains("://") {
+                    // One origin exactly: scheme, host and port, no path.
+                    guard let url = UpstreamURL.parse(originText), url.basePath.isEmpty else {
+                        throw field.invalid("an origin URL (scheme://host[:port]), a host, \"*.suffix\" or \"*\"")
+                    }
+                    scope = .origin(url.origin)
+                } else {
+                    scope = .hosts(OutboxConfig.HostPatterns([try field.allowedHost()]))
+                }
+            case "headers":
+                let names = try field.array().map { (entry) throws(ConfigError) in try entry.token("header name").lowercased() }
+                guard !names.isEmpty else { throw field.invalid("at least one header name") }
+                headers = names
+            case "from": source = try field.enumeration(Source.self)
+            case "command":
+                let words = try field.array().map { (entry) throws(ConfigError) in try entry.string() }
+                guard let program = words.first, !program.isEmpty, !words.contains(where: { $0.utf8.contains(0) }) else {
+                    throw field.invalid("the program and its arguments, the program not empty")
+                }
+                command = words
+            case "timeoutSeconds":
+                timeoutSeconds = try field.seconds()
+                guard timeoutSeconds > 0 else { throw field.invalid("seconds > 0") }
+            default: throw field.unknownKey()
+            }
+        }
+        guard let scope else { throw object.error("origin: required") }
+        guard let headers else { throw object.error("headers: required") }
+        guard let source else { throw object.error("from: required (client or command)") }
+        switch source {
+        case .command where command == nil: throw object.error("command: required with from \"command\"")
+        case .client where command != nil: throw object.error("command: only with from \"command\"")
+        default: break
+        }
+        self.init(scope: scope, originText: originText, headers: headers, source: source, command: command ?? [],
+                  timeoutSeconds: timeoutSeconds)
     }
 }

@@ -79,6 +79,9 @@ public struct OutboxConfig: Sendable, Equatable {
         /// (any more)": the operation is held, pending, without spending a retry, and its lane
         /// waits for fresh credentials (SPEC §10). Each 400...599.
         public var authStatuses = [401]
+        /// Where replays of an origin take fresh credentials from (SPEC §10); the first rule
+        /// covering an origin applies.
+        public var credentials: [CredentialRule] = []
         /// The documented defaults.
         public init() {}
     }

@@ -73,3 +73,10 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
         return UpstreamURL(scheme: scheme, host: host.lowercased(), port: port, basePath: String(path))
     }
 }
+
+extension UpstreamURL {
+    /// The origin (scheme, host, port) the URL names; the base path is not part of it.
+    public var origin: Origin {
+        Origin(scheme: scheme == .https ? .https : .http, host: host, port: port)
+    }
+}

@@ -35,7 +35,7 @@ package enum HTTPByte {
 
     /// A `tchar`, the bytes of a token such as a method or field name (RFC 9110 §5.6.2).
     @inline(__always)
-    static func isTokenChar(_ byte: UInt8) -> Bool { inMask(byte, tcharLow, tcharHigh) }
+    package static func isTokenChar(_ byte: UInt8) -> Bool { inMask(byte, tcharLow, tcharHigh) }
 
     /// `unreserved / sub-delims` of RFC 3986, the bytes of a reg-name besides `%HH`.
     @inline(__always)

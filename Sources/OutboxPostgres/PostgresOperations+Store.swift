@@ -1,6 +1,7 @@
 import Foundation
 import OutboxHTTP
 import OutboxModel
+import OutboxQueue
 
 /// The statements the PostgreSQL store sends beyond one operation's add and fenced write: what
 /// the proxy asks before it decides, a lane's next operations taken for delivery, and the admin
@@ -249,6 +250,20 @@ extension PostgresOperations {
          WHERE l.origin = d.origin AND l.lane = d.lane
         RETURNING l.origin, l.lane
         """, [])
+
+    /// `flush` for the operations of one origin held for credentials (`QueueRules.isHeldForCredentials`).
+    public static func wakeHeld(origin: Origin) -> Statement {
+        ("""
+         WITH due AS (
+             UPDATE operations SET next_attempt_at = NULL
+              WHERE origin = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL
+                AND (starts_with(last_error, $2) OR starts_with(last_error, $3))
+             RETURNING origin, lane)
+         UPDATE lanes l SET poke = l.poke + 1 FROM (SELECT DISTINCT origin, lane FROM due) d
+          WHERE l.origin = d.origin AND l.lane = d.lane
+         RETURNING l.origin, l.lane
+         """, [.text(origin.description), .text(ReplayTransition.authErrorPrefix), .text(ReplayTransition.credentialsErrorPrefix)])
+    }
 
     /// Whether the holder of a poked lane has seen poke `poke`, has let the lane go, or has
     /// lost its lease: an admin removal waits for one of them.

@@ -175,7 +175,16 @@ extension PostgresQueue {
     }
 
     package func flush() async {
-        let statement = PostgresOperations.flush
+        await clearSchedules(PostgresOperations.flush)
+    }
+
+    package func wakeHeld(origin: Origin) async {
+        await clearSchedules(PostgresOperations.wakeHeld(origin: origin))
+    }
+
+    /// Runs a statement that clears schedules and answers their lanes, then has the lanes
+    /// this instance holds clear theirs in memory too (the others at their holders' next tick).
+    private func clearSchedules(_ statement: PostgresOperations.Statement) async {
         let result = await write([statement])
         if case .success(let results) = result {
             let lanes = results[0]

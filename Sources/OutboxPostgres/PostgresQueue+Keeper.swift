@@ -192,6 +192,8 @@ extension PostgresQueue {
             }
             let removed = refresh(laneID, with: current)
             removed?.cancel(.removed)
+            // A retried or flushed head is due now: its replayer, parked until the old schedule, looks again.
+            if let origin = Origin.parseAbsolute(origin + "/")?.0 { kick([origin]) }
             try connection.execute("UPDATE lanes SET seen_poke = $3 WHERE origin = $1 AND lane = $2 AND holder = $4",
                                    [.text(origin), .text(lane), .int64(poke), .text(holder)])
             lookAhead(in: laneID)

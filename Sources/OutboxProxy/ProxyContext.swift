@@ -1,4 +1,5 @@
 import OutboxConfig
+import OutboxCredentials
 import OutboxFaults
 import OutboxHTTP
 import OutboxModel
@@ -57,6 +58,8 @@ final class ProxyContext: Sendable {
     let bodyMemory: BodyMemoryBudget
     /// Where request bodies beyond `bodyMemory` are spilled.
     let dataDirectory: String
+    /// Replay credentials, which learn from what clients send (SPEC §10); nil without a queue.
+    let credentials: CredentialBook?
 
     /// - Parameter adminListenAddress: the bound `admin.listen` address (its port resolved),
     ///   nil when the admin API lives on the main listener.
@@ -65,7 +68,9 @@ final class ProxyContext: Sendable {
     init(config: OutboxConfig, logger: Logger, upstreamTLS: TLSContext?, leafIssuer: LeafCertificateIssuer? = nil,
          queue: QueueGateway? = nil, admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(),
          adminListenAddress: SocketAddressSpec? = nil, mainListenAddress: SocketAddressSpec? = nil,
-         listeners: [SocketAddress] = [], faults: FaultBook = FaultBook(), events: EventHub? = nil) {
+         listeners: [SocketAddress] = [], faults: FaultBook = FaultBook(), events: EventHub? = nil,
+         credentials: CredentialBook? = nil) {
+        self.credentials = credentials
         self.faults = faults
         self.events = events
         self.upstreamTLS = upstreamTLS
@@ -130,8 +135,3 @@ final class ProxyContext: Sendable {
     }
 }
 
-extension UpstreamURL {
-    package var origin: Origin {
-        Origin(scheme: scheme == .https ? .https : .http, host: host, port: port)
-    }
-}

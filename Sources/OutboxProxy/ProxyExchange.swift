@@ -651,6 +651,9 @@ final class ProxyExchange: UpstreamResponseHandler {
     /// Builds the head that goes upstream, once: for a forward now, or for the stored copy.
     private func prepareUpstreamHead() {
         guard upstreamHead == nil, let origin else { return }
+        // A `from: "client"` rule remembers the newest credentials clients send this origin,
+        // forwarded or stored (one load when no rule learns).
+        client.context.credentials?.learn(head.headers, origin: origin)
         guard machine.queueable else {
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming,

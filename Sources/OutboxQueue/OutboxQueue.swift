@@ -1126,6 +1126,17 @@ extension OutboxQueue: AdminQueueSource {
     }
 
     package func flush() async {
+        await clearSchedules(QueueIndex<OperationRecords>.Filter(status: .pending), where: { _ in true })
+    }
+
+    package func wakeHeld(origin: Origin) async {
+        await clearSchedules(QueueIndex<OperationRecords>.Filter(status: .pending, origin: origin),
+                             where: { QueueRules.isHeldForCredentials($0) })
+    }
+
+    /// Makes the pending operations `filter` and `include` choose due now (their lanes too).
+    private func clearSchedules(_ filter: QueueIndex<OperationRecords>.Filter,
+                                where include: @escaping (OperationState) -> Bool) async {
         // Clearing nextAttemptAt makes every lane due. The cleared states are written too, or a
         // restart would bring the old schedule back (an hour's backoff after a flush during an
         // outage). Applied and appended under one lock, before any lane is woken: a state the
@@ -1133,8 +1144,8 @@ extension OutboxQueue: AdminQueueSource {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let writes = Countdown { continuation.resume() }
             let woken = index.withLock { index -> [Origin] in
-                let waiting = index.list(QueueIndex<OperationRecords>.Filter(status: .pending), limit: Int.max).entries
-                for entry in waiting where entry.nextAttemptAt != nil {
+                let waiting = index.list(filter, limit: Int.max).entries
+                for entry in waiting where entry.nextAttemptAt != nil && include(entry.state) {
                     guard let state = QueueRules.flushed(fullState(of: entry)) else { continue }
                     let serial = holdUnwritten(entry.id, state)
                     Self.apply(state, of: entry.id, to: &index, logger: logger)

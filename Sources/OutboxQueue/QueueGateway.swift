@@ -156,6 +156,9 @@ package protocol QueueStore: QueueGateway, AdminQueueSource, ReplaySource {
     func attach(_ replayer: any LaneWaker)
     /// The periodic sweep: retention, expiry, and whatever the store keeps tidy.
     func maintain() async
+    /// Makes the operations of `origin` held for credentials (`QueueRules.isHeldForCredentials`)
+    /// due now: fresh credentials came for it (SPEC §10).
+    func wakeHeld(origin: Origin) async
     /// Writes what is pending and lets go of the store (SIGTERM).
     func close()
 }

@@ -59,6 +59,13 @@ package enum QueueRules {
         return due
     }
 
+    /// Whether `state` is held waiting for credentials (SPEC §10): pending, scheduled, and last
+    /// refused its credentials or could get none. Fresh credentials for its origin make it due.
+    package static func isHeldForCredentials(_ state: OperationState) -> Bool {
+        guard state.status == .pending, state.nextAttemptAt != nil, let error = state.lastError else { return false }
+        return error.hasPrefix(ReplayTransition.authErrorPrefix) || error.hasPrefix(ReplayTransition.credentialsErrorPrefix)
+    }
+
     /// Completed operations finished before this time (ms since the epoch) are removed
     /// (`completedRetentionSeconds`).
     package static func retentionCutoff(now: Int64, retentionSeconds: Double) -> Int64 {

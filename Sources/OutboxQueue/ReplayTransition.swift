@@ -8,6 +8,11 @@ public enum ReplayTransition {
     /// `lastError` of an operation that outlived `queue.ttlSeconds` unfinished: it fails.
     public static let expiredError = "expired"
 
+    /// How `lastError` begins for an operation held because its origin refused its credentials
+    /// (`auth: 401`), or because none could be had for it (`credentials: <reason>`) (SPEC §10).
+    public static let authErrorPrefix = "auth: "
+    public static let credentialsErrorPrefix = "credentials: "
+
     /// The state while an attempt is in flight: `inProgress`, `lastAttemptAt` = `now`, no
     /// pending backoff, `attempts` = `number`, the attempt's number (`Outbox-Attempt`; by
     /// default one past the attempts `current` counts).

@@ -31,6 +31,10 @@ public enum AttemptOutcome: Sendable, Equatable {
     /// `replay.authStatuses`): the operation is held, pending, its retries unspent, until fresh
     /// credentials come (SPEC §10).
     case authRequired(status: Int)
+    /// No credentials could be had for the attempt (`replay.credentials`' command failed):
+    /// nothing was sent; it waits, its retries unspent, and is tried again after a backoff
+    /// grown by `failures` in a row.
+    case credentialsUnavailable(reason: String, failures: Int)
 
     /// The outcome of an attempt that got a final response from the upstream.
     public init(response: StoredResponse, retryableStatuses: Set<Int>, authStatuses: Set<Int> = []) {

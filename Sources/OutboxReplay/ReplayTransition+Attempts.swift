@@ -10,7 +10,7 @@ extension ReplayTransition {
 
     /// `lastError` of an operation held because the upstream refused its credentials with
     /// `status` (SPEC §10).
-    public static func authError(_ status: Int) -> String { "auth: \(status)" }
+    public static func authError(_ status: Int) -> String { authErrorPrefix + String(status) }
 
     /// How long an attempt that could not leave Outbox (`AttemptOutcome.notSent`) waits before
     /// it is tried again: as long as the listener's longest pause when descriptors run out.
@@ -27,6 +27,8 @@ extension ReplayTransition {
     /// - authRequired: back to `pending`, `retryCount` unchanged (the request was not at fault),
     ///   `lastError` `auth: <status>`, and `nextAttemptAt` = now + `maxDelaySeconds`: the lane
     ///   waits, holding its head, until fresh credentials, a retry or flush, or that time.
+    /// - credentialsUnavailable: as notSent (nothing left Outbox), but waiting the backoff
+    ///   before retry `failures` and saying `credentials: <reason>`.
     /// - notSent: back to `pending`, `retryCount` unchanged and the attempt's number given back
     ///   (`attempts` one lower: nothing was sent, so no retry is spent and the next attempt
     ///   carries the same number), `nextAttemptAt` = now + ``notSentDelaySeconds``.
@@ -63,6 +65,11 @@ extension ReplayTransition {
             next.status = .pending
             next.lastError = authError(status)
             next.nextAttemptAt = now + WallClock.milliseconds(policy.maxDelaySeconds)
+        case .credentialsUnavailable(let reason, let failures):
+            next.status = .pending
+            next.attempts = max(0, current.attempts - 1)
+            next.lastError = credentialsErrorPrefix + reason
+            next.nextAttemptAt = now + WallClock.milliseconds(policy.delay(beforeRetry: max(1, failures), random: &random))
         case .notSent(let error):
             next.status = .pending
             next.attempts = max(0, current.attempts - 1)

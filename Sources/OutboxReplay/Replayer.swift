@@ -1,4 +1,5 @@
 import Foundation
+import OutboxCredentials
 import OutboxHTTP
 import OutboxModel
 import OutboxQueue
@@ -69,6 +70,8 @@ public actor Replayer {
     private let unavailableStatuses: Set<Int>
     /// `replay.authStatuses`: answers that hold an operation for fresh credentials.
     private let authStatuses: Set<Int>
+    /// Where an origin's credentials come from at send time (SPEC §10); nil: none replaced.
+    private let credentials: (any CredentialSource)?
     private let ttlMillis: Int64
     private let logger: Logger
     private let clock: ReplayClock
@@ -125,7 +128,8 @@ public actor Replayer {
     /// - Parameter workerExecutors: where the workers (one lane in flight each) run, spread
     ///   evenly; empty: on `executor`.
     package init(source: ReplaySource, client: ReplayTransport, reachability: Reachability, policy: RetryPolicy,
-         unavailableStatuses: Set<Int>, authStatuses: Set<Int> = [], ttlSeconds: Double, logger: Logger,
+         unavailableStatuses: Set<Int>, authStatuses: Set<Int> = [], credentials: (any CredentialSource)? = nil,
+         ttlSeconds: Double, logger: Logger,
          clock: ReplayClock = SystemReplayClock(), metrics: Metrics? = nil, maxConcurrentPerOrigin: Int = 8,
          attemptTimeoutSeconds: Double = 60,
          executor: (any TaskExecutor)? = nil, workerExecutors: [any TaskExecutor] = []) {
@@ -142,6 +146,7 @@ public actor Replayer {
         self.policy = policy
         self.unavailableStatuses = unavailableStatuses
         self.authStatuses = authStatuses
+        self.credentials = credentials
         ttlMillis = WallClock.milliseconds(ttlSeconds)
         self.logger = logger
         self.clock = clock
@@ -381,6 +386,27 @@ public actor Replayer {
             return false
         }
         var head = HTTPRequestHead(method: request.method, target: request.target, headers: request.headers)
+        if let credentials {
+            // Fresh credentials replace the stored ones of the same names in what is sent; the
+            // stored request stays as it was.
+            switch await credentials.answer(for: origin) {
+            case .none:
+                break
+            case .headers(let fields):
+                for field in fields { head.headers.replaceOrAdd(field.name, field.value) }
+            case .failed(let reason, let failures):
+                // Nothing is sent without them: the lane waits, its attempt's number given back,
+                // and tries again after a backoff.
+                return record(attempt, outcome: .credentialsUnavailable(reason: reason, failures: failures), retryAfter: nil,
+                              origin: origin, window: window)
+            }
+            // Re-checked after the await: the operation may have been removed, or the replayer told to stop.
+            if attempt.cancellation.reason == .removed { return false }
+            if stopping {
+                source.release(attempt)
+                return false
+            }
+        }
         head.headers.replaceOrAdd(ControlHeaders.attemptName, String(attempt.number))
         let source = self.source
         sendStarted(attempt)
@@ -438,6 +464,7 @@ public actor Replayer {
                                    "error": next.lastError ?? "-"])
         }
         if case .authRequired = outcome {
+            credentials?.refused(origin)
             metrics?.replayNeededAuth()
         } else {
             metrics?.replayed(next.status)

@@ -1,6 +1,7 @@
 import Dispatch
 import OutboxAdmin
 import OutboxConfig
+import OutboxCredentials
 import OutboxFaults
 import OutboxHTTP
 import OutboxModel
@@ -30,6 +31,9 @@ public final class OutboxService: Sendable {
     /// Set by `start`; `stop` stops it before the loops it sends on.
     private let replayer = Mutex<Replayer?>(nil)
     private let metrics = Metrics()
+    /// Replay credentials (SPEC §10): learnt by the proxy, set through the admin API, asked for
+    /// by the replayer.
+    private let credentials: CredentialBook
     /// The CA that signs intercepted hosts' certificates; nil when no host is intercepted.
     private let interceptionCA: InterceptionCA?
 
@@ -76,15 +80,20 @@ public final class OutboxService: Sendable {
             }
         }, events: events)
         queue = try Self.openStore(config: config, reachability: reachability, logger: logger, metrics: metrics, events: events)
+        credentials = CredentialBook(rules: config.replay.credentials, directory: config.dataDirectory, logger: logger)
+        let store = queue
+        // Fresh credentials for an origin make its held writes due at once.
+        credentials.onChange { origin in Task { await store.wakeHeld(origin: origin) } }
         // The reverse-mode upstream stays listed, probed or not: it is the origin of this proxy.
         if let upstream = config.upstream { reachability.register(upstream.origin, pinned: true) }
         let admin = AdminAPI(queue: queue, redactHeaders: Set(config.admin.redactHeaders.map { $0.lowercased() }),
                              version: Outbox.version, startedAt: WallClock.millis(), metrics: metrics,
                              prefix: config.admin.pathPrefix, faults: faults,
-                             statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA))
+                             statusSettings: Self.statusSettings(config: config, interceptionCA: interceptionCA),
+                             credentials: credentials)
         server = ProxyServer(config: config, logger: logger, queue: queue, leafIssuer: leafIssuer,
                              admin: GatedAdminAPI(api: admin, gate: AdminGate(config: config)), metrics: metrics,
-                             faults: faults, events: events)
+                             faults: faults, events: events, credentials: credentials)
     }
 
     /// Binds, starts the loops, the replayer and the maintenance task; returns the bound
@@ -103,7 +112,7 @@ public final class OutboxService: Sendable {
         probeClient.tls.withLock { $0 = server.upstreamTLS }
         let replayer = Replayer(source: queue, client: client, reachability: queue.reachability,
                                 policy: RetryPolicy(config.retry), unavailableStatuses: Set(config.queue.unavailableStatuses),
-                                authStatuses: Set(config.replay.authStatuses),
+                                authStatuses: Set(config.replay.authStatuses), credentials: credentials,
                                 ttlSeconds: config.queue.ttlSeconds, logger: logger, metrics: metrics,
                                 maxConcurrentPerOrigin: config.replay.maxConcurrentPerOrigin,
                                 attemptTimeoutSeconds: config.replay.attemptTimeoutSeconds, executor: client.loopExecutor,

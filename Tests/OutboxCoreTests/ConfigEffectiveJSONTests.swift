@@ -35,7 +35,8 @@ struct ConfigEffectiveJSONTests {
               "replay": {
                 "maxConcurrentPerOrigin": 8,
                 "attemptTimeoutSeconds": 60,
-                "authStatuses": [401]
+                "authStatuses": [401],
+                "credentials": []
               },
               "retry": {
                 "preset": "default",

@@ -45,6 +45,18 @@ struct DocsDriftTests {
         return String(rest[..<close])
     }
 
+    /// Every key path of `json`, the members of objects inside arrays included (`a.b.c`).
+    static func objectLeaves(_ json: JSON, prefix: String = "") -> [(path: String, value: JSON)] {
+        switch json {
+        case .object(let members):
+            return members.flatMap { objectLeaves($0.value, prefix: prefix.isEmpty ? $0.key : prefix + "." + $0.key) }
+        case .array(let items):
+            return items.flatMap { objectLeaves($0, prefix: prefix) }
+        default:
+            return [(prefix, json)]
+        }
+    }
+
     static var defaults: [(path: String, value: JSON)] {
         get throws { leaves(try JSONReader.parse(Array(OutboxConfig().effectiveJSON().utf8))) }
     }
@@ -95,7 +107,13 @@ struct DocsDriftTests {
         let names = Set(pattern.matches(in: source, range: NSRange(source.startIndex..., in: source)).compactMap {
             Range($0.range(at: 1), in: source).map { String(source[$0]) }
         })
-        let components = Set(try Self.defaults.flatMap { $0.path.split(separator: ".").map(String.init) })
+        // The defaults hold no `replay.credentials` rule: one is added so its keys print too.
+        var withRule = OutboxConfig()
+        withRule.replay.credentials = [CredentialRule(scope: .hosts(.init(["*"])), originText: "*", headers: ["authorization"],
+                                                      source: .command, command: ["/bin/true"])]
+        let printed = Self.leaves(try JSONReader.parse(Array(withRule.effectiveJSON().utf8)))
+            + Self.objectLeaves(try JSONReader.parse(Array(withRule.effectiveJSON().utf8)))
+        let components = Set(printed.flatMap { $0.path.split(separator: ".").map(String.init) })
         #expect(!names.isEmpty)
         #expect(names.subtracting(components).isEmpty,
                 "the config parser takes \(names.subtracting(components).sorted()), which check-config does not print")

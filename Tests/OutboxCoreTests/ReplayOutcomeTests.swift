@@ -23,6 +23,7 @@ struct ReplayOutcomeTests {
         case .failed: .failed
         case .notSent: .notSent
         case .authRequired: .authRequired
+        case .credentialsUnavailable: .notSent
         }
     }
 

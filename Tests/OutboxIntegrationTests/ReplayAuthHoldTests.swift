@@ -13,7 +13,10 @@ struct ReplayAuthHoldTests {
             accepting.load(ordering: .relaxed) ? .respond(.text("created", status: 201)) : .respond(.text("token expired", status: 401))
         }
         upstream.stop()
-        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: OutboxProcess.fastQueueConfig(), store: store)
+        // A held write is tried again by itself after maxDelaySeconds: an hour here, so that only
+        // the retry below sends it again.
+        let config = OutboxProcess.fastQueueConfig(retry: #""preset": "immediate", "maxDelaySeconds": 3600"#)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, store: store)
         let first = try outbox.enqueue(body: "first", headers: [HeaderField("Authorization", "Bearer old")])
         let second = try outbox.enqueue(body: "second", headers: [HeaderField("Authorization", "Bearer old")])
         try upstream.restart()
@@ -21,7 +24,7 @@ struct ReplayAuthHoldTests {
         let held = try await outbox.waitForOperation(first.id, describedAs: "held with auth: 401") { document in
             document.string("lastError") == "auth: 401"
         }
-        #expect(held.string("status") == "pending", "\(held)")
+        #expect(held.string("status") == "pending", "\(held)\n\(outbox)")
         #expect(held.int("retryCount") == 0, "a refused credential spent a retry: \(held)")
         let status = try JSONObject(outbox.admin("status"))
         let origin = status.objects("origins")?.first { $0.string("origin") == upstream.baseURL }

@@ -2,6 +2,7 @@ import CSystem
 import Dispatch
 import Glibc
 import OutboxConfig
+import OutboxCredentials
 import OutboxFaults
 import OutboxNet
 import OutboxQueue
@@ -24,6 +25,7 @@ public final class ProxyServer: @unchecked Sendable {
     private let config: OutboxConfig
     private let logger: Logger
     private let queue: QueueGateway?
+    private let credentials: CredentialBook?
     private let admin: (any AdminEndpoint)?
     private let leafIssuer: LeafCertificateIssuer?
     private let metrics: Metrics
@@ -43,7 +45,8 @@ public final class ProxyServer: @unchecked Sendable {
     /// - Parameter leafIssuer: the certificates for intercepted `CONNECT` hosts; nil intercepts none.
     package init(config: OutboxConfig, logger: Logger, queue: QueueGateway?, leafIssuer: LeafCertificateIssuer? = nil,
                  admin: (any AdminEndpoint)? = nil, metrics: Metrics = Metrics(), faults: FaultBook = FaultBook(),
-                 events: EventHub? = nil, loopCount: Int? = nil) {
+                 events: EventHub? = nil, credentials: CredentialBook? = nil, loopCount: Int? = nil) {
+        self.credentials = credentials
         self.faults = faults
         self.events = events
         self.leafIssuer = leafIssuer
@@ -96,7 +99,7 @@ public final class ProxyServer: @unchecked Sendable {
         let context = ProxyContext(config: config, logger: logger, upstreamTLS: upstreamTLS, leafIssuer: leafIssuer,
                                    queue: queue, admin: admin, metrics: metrics, adminListenAddress: adminAddress,
                                    mainListenAddress: sockets[0].address, listeners: sockets.map(\.bound),
-                                   faults: faults, events: events)
+                                   faults: faults, events: events, credentials: credentials)
         for index in 0..<loopCount {
             let loop: EventLoop
             do {
