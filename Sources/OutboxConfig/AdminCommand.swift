@@ -28,6 +28,12 @@ public enum AdminCommand: Sendable, Equatable {
     case listFaults
     /// `outbox fault clear`: `DELETE /admin/faults`.
     case clearFaults
+    /// `outbox credentials set ORIGIN -H 'Name: value'…`: `PUT /admin/credentials` with this body.
+    case setCredentials(JSON)
+    /// `outbox credentials list`: `GET /admin/credentials`.
+    case listCredentials
+    /// `outbox credentials clear ORIGIN`: `DELETE /admin/credentials?origin=ORIGIN`.
+    case clearCredentials(origin: String)
 
     /// The filters of `outbox ops`, each nil when not given.
     public struct OperationsFilter: Sendable, Equatable {

@@ -7,7 +7,7 @@ import OutboxModel
 /// error instead of a silently ignored filter.
 enum AdminCommandLineParser {
     /// The first word of each admin command.
-    static let commandWords = ["status", "health", "ops", "op", "drain", "offline", "online", "retry", "fault"]
+    static let commandWords = ["status", "health", "ops", "op", "drain", "offline", "online", "retry", "fault", "credentials"]
 
     /// Flags every admin command takes.
     private static let commonFlags: Set<String> = ["--admin", "--config", "--json"]
@@ -17,6 +17,7 @@ enum AdminCommandLineParser {
         "drain": ["--timeout"],
         "fault add": ["--id", "--action", "--status", "--retry-after", "--body", "--latency", "--times",
                       "--probability", "--seed", "--for", "--origin", "--method", "--path-prefix", "--apply-to"],
+        "credentials set": ["-H"],
     ]
 
     /// Every flag some admin command takes a value for, so the command word can be found
@@ -30,6 +31,8 @@ enum AdminCommandLineParser {
     static func parse(_ args: [String]) throws(UsageError) -> AdminInvocation {
         var words: [String] = []
         var values: [String: String] = [:]
+        /// `-H`, which may be given many times (one header each), in order.
+        var headerLines: [String] = []
         var json = false
         var index = 0
         while index < args.count {
@@ -57,6 +60,7 @@ enum AdminCommandLineParser {
                 index += 1
             }
             guard let value, !value.isEmpty else { throw UsageError("\(name): missing value") }
+            if name == "-H" { headerLines.append(value) }
             values[name] = value
         }
         let (command, operands) = try commandName(words)
@@ -78,28 +82,55 @@ enum AdminCommandLineParser {
         case "online": parsed = .connectivity(offline: false)
         case "fault add": parsed = .addFault(try flags.faultRule())
         case "fault list": parsed = .listFaults
-        default: parsed = .clearFaults
+        case "fault clear": parsed = .clearFaults
+        case "credentials set":
+            _ = flags.take("-H")
+            parsed = .setCredentials(try Self.credentials(origin: try operand(operands, of: command, naming: "origin"), headerLines))
+        case "credentials list": parsed = .listCredentials
+        default: parsed = .clearCredentials(origin: try operand(operands, of: command, naming: "origin"))
         }
-        if command != "op" && command != "retry", let extra = operands.first {
+        if !["op", "retry", "credentials set", "credentials clear"].contains(command), let extra = operands.first {
             throw UsageError("unexpected argument \(JSON.quoted(extra)) after outbox \(command)")
         }
         return AdminInvocation(command: parsed, adminURL: flags.take("--admin"), configPath: flags.take("--config"), json: json)
     }
 
+    /// The subcommands of the two-word commands.
+    private static let subcommands = ["fault": ["add", "list", "clear"], "credentials": ["set", "list", "clear"]]
+
     /// "fault add" and friends are two words; the rest one. Returns the command and what follows.
     private static func commandName(_ words: [String]) throws(UsageError) -> (String, ArraySlice<String>) {
         guard let first = words.first else { throw UsageError("missing command") }
-        guard first == "fault" else { return (first, words.dropFirst()) }
-        guard words.count > 1 else { throw UsageError("outbox fault: missing subcommand (add, list or clear)") }
+        guard let subs = subcommands[first] else { return (first, words.dropFirst()) }
+        let list = subs.dropLast().joined(separator: ", ") + " or " + (subs.last ?? "")
+        guard words.count > 1 else { throw UsageError("outbox \(first): missing subcommand (\(list))") }
         let sub = words[1]
-        guard ["add", "list", "clear"].contains(sub) else {
-            throw UsageError("outbox fault: unknown subcommand \(JSON.quoted(sub)); subcommands are add, list and clear")
+        guard subs.contains(sub) else {
+            throw UsageError("outbox \(first): unknown subcommand \(JSON.quoted(sub)); subcommands are \(list.replacingOccurrences(of: " or ", with: " and "))")
         }
-        return ("fault \(sub)", words.dropFirst(2))
+        return ("\(first) \(sub)", words.dropFirst(2))
     }
 
-    private static func operand(_ operands: ArraySlice<String>, of command: String) throws(UsageError) -> String {
-        guard let id = operands.first else { throw UsageError("outbox \(command): missing operation id") }
+    /// The body of `PUT /admin/credentials` from `outbox credentials set ORIGIN -H 'Name: value'…`.
+    /// A value is never quoted in an error: it is a secret.
+    private static func credentials(origin: String, _ lines: [String]) throws(UsageError) -> JSON {
+        guard !lines.isEmpty else { throw UsageError("outbox credentials set: at least one -H 'Name: value' is required") }
+        var headers: [(key: String, value: JSON)] = []
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else {
+                throw UsageError("-H: expected 'Name: value' (the value is not shown)")
+            }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, !value.isEmpty else { throw UsageError("-H: expected 'Name: value' (the value is not shown)") }
+            headers.append((name, .string(value)))
+        }
+        return .object([("origin", .string(origin)), ("headers", .object(headers))])
+    }
+
+    private static func operand(_ operands: ArraySlice<String>, of command: String,
+                                naming what: String = "operation id") throws(UsageError) -> String {
+        guard let id = operands.first else { throw UsageError("outbox \(command): missing \(what)") }
         guard operands.count == 1 else {
             throw UsageError("unexpected argument \(JSON.quoted(operands[operands.startIndex + 1])) after outbox \(command) \(id)")
         }

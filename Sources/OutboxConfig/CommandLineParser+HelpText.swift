@@ -8,7 +8,9 @@ extension CommandLineParser {
           outbox ca [--force] [--config FILE] [--data-dir DIR]
           outbox migrate [--config FILE]
           outbox status | health | ops [FILTERS] | op ID | drain [--timeout S] | offline
-                 | online | retry ID | fault add|list|clear   [--admin URL] [--config FILE] [--json]
+                 | online | retry ID | fault add|list|clear
+                 | credentials set ORIGIN -H 'Name: value'... | credentials list
+                 | credentials clear ORIGIN                 [--admin URL] [--config FILE] [--json]
           outbox --help | --version
 
         Outbox is a local HTTP/1.1 proxy. When the upstream answers it forwards; when it does
@@ -52,6 +54,14 @@ extension CommandLineParser {
                          [--apply-to direct|replay|both]
           fault list     The fault rules with their matched/applied counters
           fault clear    Remove every fault rule
+          credentials set ORIGIN -H 'Name: value'...
+                         Replay ORIGIN's writes with these header values (replacing the
+                         stored ones), until cleared; held writes of ORIGIN go at once
+          credentials list
+                         The origins this instance has credentials for: names and
+                         sources, never a value
+          credentials clear ORIGIN
+                         Forget the values set by hand for ORIGIN
         The admin API is found at --admin URL (the listener's base URL, e.g.
         http://127.0.0.1:8080), else OUTBOX_ADMIN_URL, else the config's admin.listen or
         listen; admin.pathPrefix and the token come from the config.

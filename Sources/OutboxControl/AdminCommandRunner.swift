@@ -82,6 +82,19 @@ package struct AdminCommandRunner: Sendable {
             case .clearFaults:
                 let document = try ask("DELETE", "/faults")
                 return .done(json ? Self.pretty(document) : "removed \(document["removed"]?.intValue ?? 0) fault rules\n")
+            case .setCredentials(let body):
+                _ = try ask("PUT", "/credentials", json: body)
+                let names = body["headers"].flatMap { document -> [String]? in
+                    guard case .object(let members) = document else { return nil }
+                    return members.map(\.key)
+                } ?? []
+                return .done(json ? "{}\n" : "set \(names.joined(separator: ", ")) for \(body["origin"]?.stringValue ?? "?")\n")
+            case .listCredentials:
+                let document = try ask("GET", "/credentials")
+                return .done(json ? Self.pretty(document) : AdminRendering.credentials(document))
+            case .clearCredentials(let origin):
+                _ = try ask("DELETE", "/credentials?origin=" + PercentEncoding.component(origin))
+                return .done(json ? "{}\n" : "cleared the credentials set by hand for \(origin)\n")
             }
         } catch {
             return .failed(error.line)

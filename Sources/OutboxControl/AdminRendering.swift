@@ -155,4 +155,15 @@ enum AdminRendering {
             }.joined(separator: "  ")
         }
     }
+
+    /// `outbox credentials list`: one line per origin and source, header names only.
+    static func credentials(_ document: JSON) -> String {
+        let entries = document["credentials"]?.arrayValue ?? []
+        if entries.isEmpty { return "no credentials\n" }
+        return entries.map { entry in
+            let names = (entry["headers"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")
+            let expires = entry["expiresAt"]?.stringValue.map { ", expires \($0)" } ?? ""
+            return "\(entry["origin"]?.stringValue ?? "?")  \(entry["source"]?.stringValue ?? "?")  \(names)\(expires)\n"
+        }.joined()
+    }
 }

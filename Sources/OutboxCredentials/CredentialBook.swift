@@ -66,6 +66,10 @@ public final class CredentialBook: CredentialSource, Sendable {
         var expiresAt: Int64?
         var failures = 0
         var lastFailure: String?
+        /// The values an origin refused last: a new answer that brings the same ones is no news.
+        var refused: [String]?
+        /// When the origin last refused the command's values (ms since the epoch).
+        var refusedAt: Int64?
         var waiters: [CheckedContinuation<CredentialAnswer, Never>]?
     }
 
@@ -205,7 +209,8 @@ public final class CredentialBook: CredentialSource, Sendable {
                         command.lastFailure = "the command's headers hold none of \(rule.headers.joined(separator: ", "))"
                         answer = .failed(reason: command.lastFailure ?? "", failures: command.failures)
                     } else {
-                        fresh = command.headers.map { $0.map(\.value) != headers.map(\.value) } ?? true
+                        fresh = headers.map(\.value) != (command.headers ?? []).map(\.value)
+                            && headers.map(\.value) != command.refused
                         command.headers = headers
                         command.expiresAt = produced.expiresAt
                         command.failures = 0
@@ -231,12 +236,27 @@ public final class CredentialBook: CredentialSource, Sendable {
     }
 
     public func refused(_ origin: Origin) {
-        state.withLock { state in
-            // The next attempt asks the command again; what clients or an admin set stays (a
-            // newer value replaces it when one comes).
-            state.commands[origin]?.headers = nil
+        let ask = state.withLock { state -> Bool in
+            // What clients or an admin set stays (a newer value replaces it when one comes); a
+            // command's answer is asked for again now, and its held writes go once it brings
+            // other values than the refused ones (the same ones would only be refused again).
+            guard var command = state.commands[origin], let headers = command.headers else { return false }
+            let now = WallClock.millis()
+            // A second refusal within a few seconds means the command's fresh values are refused
+            // too: asking again at once would loop, command and origin, as fast as they answer.
+            // Its writes then wait for their schedule, a retry, or another change.
+            let again = command.refusedAt.map { now - $0 < Self.refusalPauseMillis } ?? false
+            command.refused = headers.map(\.value)
+            command.refusedAt = now
+            command.headers = nil
+            state.commands[origin] = command
+            return state.byHand[origin] == nil && !again
         }
+        if ask { Task { _ = await answer(for: origin) } }
     }
+
+    /// Refusals closer together than this do not have the command asked again at once.
+    static let refusalPauseMillis: Int64 = 5_000
 
     private func notify(_ origin: Origin) {
         changed.withLock { $0 }?(origin)

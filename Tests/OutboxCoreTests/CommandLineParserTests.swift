@@ -38,7 +38,7 @@ struct CommandLineParserTests {
         (["--bogus=1"], "unknown flag --bogus"),
         (["-x"], "unknown flag -x"),
         (["--"], "unknown flag --"),
-        (["start"], #"unknown command "start"; commands are serve, check-config, ca, migrate, status, health, ops, op, drain, offline, online, retry and fault"#),
+        (["start"], #"unknown command "start"; commands are serve, check-config, ca, migrate, status, health, ops, op, drain, offline, online, retry, fault and credentials"#),
         (["--force"], "--force: only outbox ca takes it"),
         (["check-config", "--force"], "--force: only outbox ca takes it"),
         (["ca", "--force=yes"], "--force takes no value"),
