@@ -225,6 +225,7 @@ extension PostgresQueue {
         let retention = PostgresOperations.retentionCondition(cutoff: QueueRules.retentionCutoff(now: now, retentionSeconds: settings.retentionSeconds))
         let retired = await removeAll(where: retention.0, retention.1, orderedBy: "finished_at", poking: false)
         if retired > 0 { logger.info("retention_removed", ["operations": String(retired)]) }
+        expireTakenAhead(now: now, ttlSeconds: settings.ttlSeconds)
         let expire = PostgresOperations.expire(cutoff: QueueRules.expiryCutoff(now: now, ttlSeconds: settings.ttlSeconds),
                                                limit: Self.removalBatch, now: now)
         _ = await write([expire])

@@ -291,6 +291,52 @@ extension PostgresQueue {
         if refill { lookAhead(in: laneID) }
     }
 
+    /// Fails as `expired` the operations past their TTL that this instance's lanes took ahead.
+    /// The sweep of the shared queue leaves held lanes to their holders, and the replayer
+    /// expires an operation only as it takes it: a lane whose head waits (held for credentials,
+    /// in backoff, its origin offline) would keep its old operations past their TTL. A lane
+    /// emptied this way looks ahead for more, which the next maintenance round expires in turn.
+    func expireTakenAhead(now: Int64, ttlSeconds: Double) {
+        struct Expiry {
+            let laneID: LaneID
+            let snapshot: OperationSnapshot
+            let state: OperationState
+            let claim: LaneClaim
+        }
+        transitions.withLock { _ in
+            var refills: [LaneID] = []
+            let expiries = book.withLock { book -> [Expiry] in
+                var expiries: [Expiry] = []
+                for laneID in Array(book.lanes.keys) {
+                    book.update(laneID) { lane in
+                        guard !lane.releasing else { return }
+                        let found = lane.ahead.compactMap { ahead -> Expiry? in
+                            ReplayTransition.expire(current: ahead.snapshot.state, createdAt: ahead.snapshot.createdAt, now: now,
+                                                    ttlSeconds: ttlSeconds)
+                                .map { Expiry(laneID: laneID, snapshot: ahead.snapshot, state: $0, claim: lane.claim) }
+                        }
+                        guard !found.isEmpty else { return }
+                        let gone = Set(found.map(\.snapshot.id))
+                        lane.ahead.removeAll { gone.contains($0.id) }
+                        // Written like an outcome: the lane is not let go before the write commits.
+                        for expiry in found { lane.writing(expiry.snapshot.id) }
+                        if lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling { refills.append(laneID) }
+                        expiries += found
+                    }
+                }
+                return expiries
+            }
+            for expiry in expiries {
+                let id = expiry.snapshot.id
+                announce(id, expiry.state, origin: expiry.snapshot.origin, orderingKey: expiry.snapshot.orderingKey)
+                record(id, expiry.state, priority: expiry.snapshot.priority, claim: expiry.claim, lane: expiry.laneID) { [self] _ in
+                    writeDone(of: id, in: expiry.laneID)
+                }
+            }
+            for laneID in refills { lookAhead(in: laneID) }
+        }
+    }
+
     /// The states of the operations this instance has in flight: its admin views show them
     /// `inProgress` at once, as the local store does, while the write saying so is on its way.
     func inFlightStates() -> [UUID: OperationState] {

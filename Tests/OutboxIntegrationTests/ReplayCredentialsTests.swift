@@ -52,8 +52,8 @@ struct ReplayCredentialsTests {
 
     /// Every place a secret must never appear: the proxy's log, the admin API's answers, and
     /// the events a listener got.
-    static func expectNoSecret(_ secrets: [String], outbox: OutboxProcess, operations ids: [String]) throws {
-        var seen = outbox.stderrText
+    static func expectNoSecret(_ secrets: [String], outbox: OutboxProcess, operations ids: [String], events: String = "") throws {
+        var seen = outbox.stderrText + events
         seen += try outbox.admin("status").bodyText + (try outbox.admin("operations?limit=1000").bodyText)
         seen += try outbox.admin("credentials").bodyText + (try outbox.admin("metrics").bodyText)
         for id in ids { seen += try outbox.admin("operations/\(id)").bodyText }
@@ -68,6 +68,7 @@ struct ReplayCredentialsTests {
         let outbox = try await OutboxProcess.start(
             upstream: api.baseURL, config: Self.config(#"{"origin": "\#(api.baseURL)", "headers": ["authorization"], "from": "client"}"#),
             store: store)
+        let events = try EventStreamClient(outbox)
         let old = tokens.issue()
         let first = try outbox.enqueue(body: "first", headers: [Self.bearer(old)])
         let second = try outbox.enqueue(body: "second", headers: [Self.bearer(old)])
@@ -86,7 +87,16 @@ struct ReplayCredentialsTests {
         #expect(writes.map(\.bodyText) == ["first", "first", "second"], "\(writes.map(\.bodyText))")
         #expect(writes.map { $0.headers["Authorization"] } == ["Bearer \(old)", "Bearer \(fresh)", "Bearer \(fresh)"])
         for id in [first.id, second.id] { #expect(try outbox.operation(id).string("status") == "completed") }
-        try Self.expectNoSecret([old, fresh], outbox: outbox, operations: [first.id, second.id])
+        // Every event up to the last write's completion, the hold among them.
+        var seenEvents: [String] = []
+        while true {
+            let event = try events.next()
+            seenEvents.append(event.data)
+            let data = try event.json()
+            if event.type == "operation", data.string("id") == second.id, data.string("status") == "completed" { break }
+        }
+        #expect(seenEvents.contains { $0.contains("auth: 401") }, "the hold was no event: \(seenEvents)")
+        try Self.expectNoSecret([old, fresh], outbox: outbox, operations: [first.id, second.id], events: seenEvents.joined())
     }
 
     @Test func aCommandsTokenIsCachedForManyWrites_AndAskedForAgainAfterARefusal() async throws {
@@ -128,19 +138,23 @@ struct ReplayCredentialsTests {
         try Self.expectNoSecret([token], outbox: outbox, operations: ids + [late.id])
     }
 
-    @Test func aCommandThatFailsHoldsTheWrite_SayingWhy_AndSendsNothing() async throws {
+    @Test(arguments: [
+        ("exit 1", "the command exited with status 1"),
+        ("echo 'Bearer abc'", "the command's stdout is not a JSON object"),
+        ("exec sleep 60", "the command did not finish within 0.5 s (killed)"),
+    ])
+    func aCommandThatFailsHoldsTheWrite_SayingWhy_AndSendsNothing(ending: String, reason: String) async throws {
         let tokens = TokenService()
         let api = try Self.api(tokens)
         let directory = try TemporaryDirectory()
-        let command = try directory.write("#!/bin/sh\necho 'no token today' >&2\nexit 1\n", to: "get-token")
+        let command = try directory.write("#!/bin/sh\necho 'no token today' >&2\n\(ending)\n", to: "get-token")
         chmod(command, 0o755)
-        let outbox = try await OutboxProcess.start(
-            upstream: api.baseURL,
-            config: Self.config(#"{"origin": "\#(api.baseURL)", "headers": ["authorization"], "from": "command", "command": ["\#(command)"]}"#,
-                                retry: #""preset": "immediate""#))
+        let rule = #"{"origin": "\#(api.baseURL)", "headers": ["authorization"], "from": "command", "command": ["\#(command)"], "#
+            + #""timeoutSeconds": 0.5}"#
+        let outbox = try await OutboxProcess.start(upstream: api.baseURL, config: Self.config(rule, retry: #""preset": "immediate""#))
         let queued = try outbox.enqueue(body: "x", headers: [HeaderField("Outbox-Mode", "queue")])
         let held = try await outbox.waitForOperation(queued.id, describedAs: "held for credentials") {
-            $0.string("lastError") == "credentials: the command exited with status 1"
+            $0.string("lastError") == "credentials: \(reason)"
         }
         #expect(held.string("status") == "pending" && held.int("retryCount") == 0, "\(held)")
         #expect(api.requests.isEmpty, "a write went without credentials")
