@@ -26,6 +26,7 @@ START_TIMEOUT=${START_TIMEOUT:-30}
 INSTALL=${INSTALL:-1}
 KEEP_RUNDIR=${KEEP_RUNDIR:-0}
 RESULTS=${RESULTS:-}
+AUTH_HEADER=${AUTH_HEADER:-}
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -304,6 +305,8 @@ run_wrk() {
   local tgt=$1 port=$2 method=$3 conns=$4 rep=$5 dur=$6 url script=() out
   if [[ $method == POST ]]; then url="http://$HOST:$port/echo"; script=(-s "$HERE/post-1k.lua")
   else url="http://$HOST:$port/"; fi
+  # Every target gets the same header, so a measured difference is the proxy's.
+  [[ -n $AUTH_HEADER ]] && script+=(-H "Authorization: $AUTH_HEADER")
   local stored0 stored
   stored0=$(stored_total "$tgt")
   cpu_mark "$tgt"

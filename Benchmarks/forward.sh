@@ -25,6 +25,10 @@
 #   after outbox: started exactly like outbox (same flags, its own data dir) on
 #   BASE_PORT+4, interleaved with the others; the table gains rps/base and cpu/base
 #   and a new/base line per method and connection count.
+# What a credential rule costs (SPEC §10): CLIENT_RULE=1 starts the target outbox (not
+#   outbox-base) with a config holding a `from: "client"` rule for the upstream's origin, and
+#   has wrk send `Authorization: Bearer …` to every target, so outbox learns it on each
+#   request. With BASELINE_REV: the rule's cost against a build without it, in one run.
 # Everything listens on 127.0.0.1 only; everything started here is stopped by pid /
 # own process-group id on exit, Ctrl-C or error.
 # shellcheck source-path=SCRIPTDIR
@@ -38,6 +42,8 @@ BASE_PORT=${BASE_PORT:-19000}
 UP_PORT=$BASE_PORT NGX_PORT=$((BASE_PORT + 1)) HAP_PORT=$((BASE_PORT + 2)) OBX_PORT=$((BASE_PORT + 3))
 OBX_BASE_PORT=$((BASE_PORT + 4))
 TARGETS=${TARGETS:-"direct nginx outbox"}
+CLIENT_RULE=${CLIENT_RULE:-0}
+[[ $CLIENT_RULE == 1 ]] && AUTH_HEADER=${AUTH_HEADER:-"Bearer eyJhbGciOiJIUzI1NiJ9.bench-token-of-a-usual-length.c2lnbmF0dXJl"}
 VALID_TARGETS="direct nginx haproxy outbox outbox-base"
 # shellcheck source=common.sh
 source "$HERE/common.sh"
@@ -84,7 +90,14 @@ for t in "${ALL_TARGETS[@]}"; do
       haproxy -c -q -f "$RUNDIR/haproxy.cfg" || die "haproxy config check failed"
       start_bg haproxy haproxy -db -f "$RUNDIR/haproxy.cfg"
       TPGID[haproxy]=$STARTED; wait_port "$HAP_PORT" "$STARTED" 10 ;;
-    outbox) start_outbox outbox "$OUTBOX_BIN" "http://$HOST:$UP_PORT" ;;
+    outbox)
+      rule=()
+      if [[ ${CLIENT_RULE:-0} == 1 ]]; then
+        printf '{"replay": {"credentials": [{"origin": "http://%s:%s", "headers": ["authorization"], "from": "client"}]}}\n' \
+          "$HOST" "$UP_PORT" >"$RUNDIR/outbox-rule.json"
+        rule=(--config "$RUNDIR/outbox-rule.json")
+      fi
+      start_outbox outbox "$OUTBOX_BIN" "http://$HOST:$UP_PORT" "${rule[@]}" ;;
     outbox-base) start_outbox outbox-base "$OUTBOX_BASELINE_BIN" "http://$HOST:$UP_PORT" ;;
   esac
   check_target "$t" "${TPORT[$t]}"

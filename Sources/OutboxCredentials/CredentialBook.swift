@@ -40,9 +40,10 @@ public protocol CredentialSource: Sendable {
 /// and a command's answers (`from: "command"`, cached until they expire or are refused).
 /// Precedence: set by hand, then the rule's source, then the stored request's own values.
 ///
-/// Learning costs one Boolean load per request when no rule learns from clients; otherwise a
-/// lookup of the origin's rule (remembered per origin) and, only when a value changed, a write
-/// of the file on a queue of its own. Values never reach a log line, an event or an admin view.
+/// Learning costs one Boolean load per request when no rule learns from clients; otherwise, on
+/// a connection that sends what it sent before, a comparison of bytes (`LearningMemo`); a new
+/// value takes the lock and changes the file on a queue of its own. Values never reach a log
+/// line, an event or an admin view.
 public final class CredentialBook: CredentialSource, Sendable {
     private let rules: [CredentialRule]
     private let learnsFromClients: Bool
@@ -50,6 +51,9 @@ public final class CredentialBook: CredentialSource, Sendable {
     private let runner: CommandRunner
     private let file: CredentialFile?
     private let state = Mutex(State())
+    /// Bumped (under `state`'s lock) each time a client's values are learnt: a connection's
+    /// `LearningMemo` from an older generation is looked at again.
+    private let learnings = Atomic<UInt64>(0)
     private let changed = Mutex<(@Sendable (Origin) -> Void)?>(nil)
 
     private struct State {
@@ -102,19 +106,55 @@ public final class CredentialBook: CredentialSource, Sendable {
 
     // MARK: Clients
 
+    /// What one client connection last taught the book. A request that brings the values seen
+    /// last to the same origin, with nothing learnt from any client since, is no news: it costs
+    /// a comparison of bytes, with no lock taken and no String made.
+    public struct LearningMemo: Sendable {
+        var origin: Origin?
+        var generation: UInt64 = 0
+        /// The header names of the origin's `from: "client"` rule; nil when none covers it.
+        var names: [String]?
+        /// The value last seen for each of `names` (nil: not sent).
+        var values: [[UInt8]?] = []
+
+        public init() {}
+
+        init(origin: Origin, generation: UInt64, names: [String]?, values: [[UInt8]?]) {
+            self.origin = origin
+            self.generation = generation
+            self.names = names
+            self.values = values
+        }
+    }
+
     /// A client sent `headers` to `origin` (forwarded or stored): under a `from: "client"` rule,
     /// the newest values of its header names are kept for the origin's replays.
     public func learn(_ headers: HTTPHeaders, origin: Origin) {
+        var memo = LearningMemo()
+        learn(headers, origin: origin, memo: &memo)
+    }
+
+    /// `learn(_:origin:)` for a request on the connection that keeps `memo`.
+    public func learn(_ headers: HTTPHeaders, origin: Origin, memo: inout LearningMemo) {
         guard learnsFromClients else { return }
-        let snapshot = state.withLock { state -> [Origin: [(name: String, value: String)]]? in
-            guard let rule = rule(for: origin, in: &state), rule.source == .client else { return nil }
-            let values = rule.headers.compactMap { name in headers.first(name).map { (name: name, value: $0) } }
-            guard !values.isEmpty else { return nil }
-            let old = state.learnt[origin] ?? []
-            if old.count == values.count, zip(old, values).allSatisfy({ $0.name == $1.name && $0.value == $1.value }) { return nil }
-            state.learnt[origin] = values
-            return state.learnt
+        if memo.origin == origin, memo.generation == learnings.load(ordering: .acquiring) {
+            guard let names = memo.names else { return }
+            if names.indices.allSatisfy({ headers.first(names[$0], is: memo.values[$0]) }) { return }
         }
+        let (snapshot, names, generation) = state.withLock { state -> ([Origin: [(name: String, value: String)]]?, [String]?, UInt64) in
+            let generation = learnings.load(ordering: .relaxed)
+            guard let rule = rule(for: origin, in: &state), rule.source == .client else { return (nil, nil, generation) }
+            let values = rule.headers.compactMap { name in headers.first(name).map { (name: name, value: $0) } }
+            let old = state.learnt[origin] ?? []
+            if values.isEmpty || (old.count == values.count && zip(old, values).allSatisfy({ $0.name == $1.name && $0.value == $1.value })) {
+                return (nil, rule.headers, generation)
+            }
+            state.learnt[origin] = values
+            // Under the lock, so a connection that reads this generation sees these values.
+            return (state.learnt, rule.headers, learnings.add(1, ordering: .releasing).newValue)
+        }
+        memo = LearningMemo(origin: origin, generation: generation, names: names,
+                            values: (names ?? []).map { headers.firstBytes($0) })
         guard let snapshot else { return }
         file?.save(snapshot)
         notify(origin)

@@ -11,6 +11,29 @@ extension HTTPHeaders {
         return result
     }
 
+    /// The bytes of the first field named `name`, or nil.
+    package func firstBytes(_ name: String) -> [UInt8]? {
+        var result: [UInt8]?
+        forEachValue(named: name) { value in
+            result = Array(value)
+            return false
+        }
+        return result
+    }
+
+    /// True when the first field named `name` holds exactly `expected` (nil: there is none),
+    /// compared on the stored bytes.
+    package func first(_ name: String, is expected: [UInt8]?) -> Bool {
+        var found: UnsafeBufferPointer<UInt8>?
+        var equal = false
+        forEachValue(named: name) { value in
+            found = value
+            if let expected { equal = expected.withUnsafeBufferPointer { $0.elementsEqual(value) } }
+            return false
+        }
+        return found == nil ? expected == nil : equal
+    }
+
     /// Every value of fields named `name`, in order; a comma list stays one value.
     public func values(_ name: String) -> [String] {
         var result: [String] = []

@@ -653,7 +653,7 @@ final class ProxyExchange: UpstreamResponseHandler {
         guard upstreamHead == nil, let origin else { return }
         // A `from: "client"` rule remembers the newest credentials clients send this origin,
         // forwarded or stored (one load when no rule learns).
-        client.context.credentials?.learn(head.headers, origin: origin)
+        client.context.credentials?.learn(head.headers, origin: origin, memo: &client.credentialMemo)
         guard machine.queueable else {
             upstreamHead = ProxyRules.upstreamRequestHead(head, origin: origin, target: target,
                                                           clientAddress: client.peerText, bodyFraming: requestFraming,

@@ -77,6 +77,31 @@ struct CredentialBookTests {
         #expect(await restarted.answer(for: Self.api) == .headers([("authorization", "Bearer two")]))
     }
 
+    /// Each connection remembers what it taught last, so its repeated value costs no lock; a
+    /// value another connection taught since still loses to this connection's newer request.
+    @Test func aConnectionsRepeatedValueIsNoNews_ButItsNextRequestIsNewerThanAnotherConnections() async throws {
+        let changes = Mutex<[Origin]>([])
+        let book = CredentialBook(rules: [Self.rule(.client)], directory: nil, logger: Self.logger)
+        book.onChange { origin in changes.withLock { $0.append(origin) } }
+        var first = CredentialBook.LearningMemo()
+        var second = CredentialBook.LearningMemo()
+        let one = HTTPHeaders([("Authorization", "Bearer one")])
+        book.learn(one, origin: Self.api, memo: &first)
+        book.learn(one, origin: Self.api, memo: &first)
+        book.learn(HTTPHeaders([("Accept", "*/*")]), origin: Self.api, memo: &first)
+        #expect(changes.withLock { $0.count } == 1)
+        book.learn(HTTPHeaders([("Authorization", "Bearer two")]), origin: Self.api, memo: &second)
+        #expect(await book.answer(for: Self.api) == .headers([("authorization", "Bearer two")]))
+        book.learn(one, origin: Self.api, memo: &first)
+        #expect(await book.answer(for: Self.api) == .headers([("authorization", "Bearer one")]), "the newest request's value wins")
+        #expect(changes.withLock { $0.count } == 3)
+        // An origin no rule covers is remembered as such.
+        let other = Origin(scheme: .http, host: "other.test", port: 80)
+        book.learn(one, origin: other, memo: &first)
+        book.learn(HTTPHeaders([("Authorization", "Bearer x")]), origin: other, memo: &first)
+        #expect(book.list().count == 1)
+    }
+
     @Test func aCommandRunsOnceForManyAsksUntilRefused_WithItsOriginInItsEnvironment() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -1,3 +1,4 @@
+import OutboxCredentials
 import OutboxHTTP
 import OutboxModel
 import OutboxNet
@@ -31,6 +32,8 @@ final class ClientConnection: SocketStreamDelegate, DeadlineTracked {
     /// Between the `200` to such a `CONNECT` and the client's complete ClientHello, whose SNI
     /// name picks the certificate.
     private var awaitingClientHello = false
+    /// What this connection's requests last taught the replay credentials (`from: "client"`).
+    var credentialMemo = CredentialBook.LearningMemo()
 
     var loop: EventLoop { stream.loop }
     var logger: Logger { context.logger }
