@@ -83,4 +83,20 @@ struct DashboardTests {
         let png = try #require(FileManager.default.contents(atPath: screenshot), "no screenshot at \(screenshot)")
         #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "the screenshot is not a PNG")
     }
+
+    @Test(.requires(missingBrowserTools.isEmpty,
+                   "needs \(missingBrowserTools.joined(separator: ", ")): run Tests/Scripts/install-browser.sh"))
+    func dashboardInChromiumMarksAnOriginWhoseCredentialsWereRefused() async throws {
+        let python = try #require(Self.python)
+        let upstream = try TestUpstream { _ in .respond(.text("token expired", status: 401)) }
+        let config = OutboxProcess.fastQueueConfig(retry: #""preset": "immediate", "maxDelaySeconds": 3600"#)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config)
+        let queued = try outbox.enqueue(body: "x", headers: [HeaderField("Outbox-Mode", "queue")])
+        _ = try await outbox.waitForOperation(queued.id, describedAs: "held with auth: 401") { $0.string("lastError") == "auth: 401" }
+        let screenshot = Self.screenshotPath.replacingOccurrences(of: ".png", with: "-auth.png")
+        let result = try await ChildProcess.run("/usr/bin/env", [
+            python, Self.script, outbox.baseURL, screenshot, "--expect-auth-required", upstream.baseURL,
+        ], timeout: .seconds(300))
+        #expect(result.exit == .exited(0), "dashboard_test.py: \(result.exit)\nstdout:\n\(result.stdoutText)\nstderr:\n\(result.stderrText)")
+    }
 }

@@ -128,4 +128,22 @@ struct ReplayAuthHoldTests {
         #expect(try outbox.operation(queued.id).string("status") == "completed")
         #expect(upstream.requests.map(\.bodyText) == ["x"])
     }
+
+    /// With nothing else happening, a held write is tried again after `retry.maxDelaySeconds`,
+    /// its retries still unspent.
+    @Test func aHeldWriteIsTriedAgainByItselfAfterMaxDelaySeconds() async throws {
+        let accepting = Atomic<Bool>(false)
+        let upstream = try TestUpstream { _ in
+            accepting.load(ordering: .relaxed) ? .respond(.text("created", status: 201)) : .respond(.text("token expired", status: 401))
+        }
+        let config = OutboxProcess.fastQueueConfig(retry: #""preset": "immediate", "maxDelaySeconds": 0.5, "maxRetries": 1"#)
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: config)
+        let queued = try outbox.enqueue(body: "x", headers: [HeaderField("Outbox-Mode", "queue")])
+        _ = try await outbox.waitForOperation(queued.id, describedAs: "held with auth: 401") { $0.string("lastError") == "auth: 401" }
+        accepting.store(true, ordering: .relaxed)
+        // No retry, no flush, no new credentials: only the held write's own schedule sends it.
+        let done = try await outbox.waitForOperation(queued.id, toBe: ["completed"])
+        #expect(done.int("retryCount") == 0, "holds spend no retry, even past maxRetries: \(done)")
+        #expect(upstream.requests.count >= 2 && upstream.requests.last?.attempt == upstream.requests.count, "\(upstream.requests.map(\.attempt))")
+    }
 }
