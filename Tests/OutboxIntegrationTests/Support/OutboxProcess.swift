@@ -140,6 +140,12 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// Everything the proxy wrote to stderr so far.
     var stderrText: String { child.stderrText }
 
+    /// Whether the proxy's stderr so far contains `text`: a look without waiting, searching the
+    /// bytes (no decoding of a long log into a String).
+    func hasLogged(_ text: String) -> Bool {
+        Data(child.observed.value.stderr).range(of: Data(text.utf8)) != nil
+    }
+
     /// A new client connection to the proxy.
     func connect(readSize: Int = 64 * 1024) throws -> RawClient {
         try RawClient(port: port, readSize: readSize)
