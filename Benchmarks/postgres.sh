@@ -112,6 +112,41 @@ start_outbox() {  # store (local|postgres) schema upstream-port keys-config; set
   STARTED=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.2f}')")
 }
 stop_outbox() { kill -TERM "$OBX_PID" 2>/dev/null || true; wait "$OBX_PID" 2>/dev/null || true; }
+# CPU seconds spent so far: `cpu_seconds pid` for one process, `cpu_seconds cluster` for the
+# PostgreSQL cluster (the postmaster, its live children and those it has reaped: backends of
+# connections that closed), `cpu_seconds machine` for every core's busy time.
+cpu_seconds() {
+  python3 - "$1" "$PG_PID" <<'PY'
+import os, sys
+hz = os.sysconf("SC_CLK_TCK")
+def fields(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+def own(pid, reaped=False):
+    try:
+        f = fields(pid)
+    except OSError:
+        return 0
+    return int(f[11]) + int(f[12]) + ((int(f[13]) + int(f[14])) if reaped else 0)
+what, pg = sys.argv[1], sys.argv[2]
+if what == "machine":
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    ticks = sum(cpu) - cpu[3] - cpu[4]
+elif what == "cluster":
+    ticks = own(pg, reaped=True)
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if fields(pid)[1] == pg: ticks += own(pid)
+            except OSError:
+                pass
+else:
+    ticks = own(what)
+print(ticks / hz)
+PY
+}
+per_op() { python3 -c "print(f'{($2 - $1) / max($3, 1) * 1e6:.0f}')"; }  # before after count -> µs each
 rss_mb() { awk -v k="$2" '$1 == k":" {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 post_202s() {  # seconds script -> sets RPS; fails on any answer other than 202
   wrk -t2 -c"$CONNS" -d"$1s" --latency -s "$2" "http://127.0.0.1:$OBX_PORT/echo" >"$RUN/wrk.txt"
@@ -121,22 +156,33 @@ post_202s() {  # seconds script -> sets RPS; fails on any answer other than 202
 }
 
 # ---------------------------------------------------------------- (a) durable 202s vs pgbench
-declare -a LINES=()
+declare -a LINES=() CPU_LINES=()
 ZERO_RPS=0
 for round in $(seq 1 "$ROUNDS"); do
   log "(a) round $round: outbox on the postgres store, wrk -c$CONNS -d${DURATION}s POST 1 KiB, upstream down"
   start_outbox postgres "bench_a$round" "$DOWN_PORT"
+  PG0=$(cpu_seconds cluster) OBX0=$(cpu_seconds "$OBX_PID") ALL0=$(cpu_seconds machine)
   post_202s "$DURATION" "$HERE/post-1k.lua"
+  OBX1=$(cpu_seconds "$OBX_PID") ALL1=$(cpu_seconds machine)
   OUT=$RPS
   P99=$(awk '$1 == "99%" {print $2}' "$RUN/wrk.txt")
   PER_COMMIT=$(curl -s "http://127.0.0.1:$OBX_PORT/admin/metrics" |
     awk '/^outbox_store_operations_per_commit_sum/ {s=$2} /^outbox_store_operations_per_commit_count/ {c=$2} END {if (c > 0) printf "%.1f", s / c}')
   stop_outbox
+  PG1=$(cpu_seconds cluster)
+  N=$(awk '/requests in/ {print $1}' "$RUN/wrk.txt")
+  OUT_CPU="outbox $(per_op "$OBX0" "$OBX1" "$N") µs + postgres $(per_op "$PG0" "$PG1" "$N") µs of CPU per 202, all cores $(per_op "$ALL0" "$ALL1" "$N") µs"
   ((round == 1)) && ZERO_RPS=$OUT
   log "(a) round $round: pgbench -c64 -j2 -T$DURATION, one 1 KiB row per transaction"
+  PG0=$(cpu_seconds cluster) ALL0=$(cpu_seconds machine)
   "$PGBIN/pgbench" -n -c 64 -j 2 -T "$DURATION" -f "$RUN/insert-1k.sql" -h 127.0.0.1 -p "$PG_PORT" -U outbox postgres >"$RUN/pgbench.txt" 2>&1 ||
     { cat "$RUN/pgbench.txt" >&2; die "pgbench failed"; }
   TPS=$(awk '/^tps = / {printf "%.0f", $3}' "$RUN/pgbench.txt")
+  PG1=$(cpu_seconds cluster) ALL1=$(cpu_seconds machine)
+  N=$(awk '/number of transactions actually processed/ {print $NF}' "$RUN/pgbench.txt")
+  PGB_CPU="postgres $(per_op "$PG0" "$PG1" "$N") µs of CPU per row, all cores $(per_op "$ALL0" "$ALL1" "$N") µs"
+  log "(a) round $round: $OUT_CPU; pgbench: $PGB_CPU"
+  CPU_LINES+=("| $round | $OUT_CPU | $PGB_CPU |")
   LINES+=("$(printf '| %d | %s 202/s, p99 %s, %s writes per commit | %s rows/s | %.2f× |' "$round" "$OUT" "$P99" "$PER_COMMIT" "$TPS" \
     "$(python3 -c "print($OUT / max($TPS, 1))")")")
   log "${LINES[-1]}"
@@ -216,6 +262,10 @@ echo "## (a) durable 202/s on the postgres store vs pgbench, one cluster, arms a
 echo "| round | outbox, postgres store | pgbench, 64 clients | ratio |"
 echo "| --- | --- | --- | --- |"
 printf '%s\n' "${LINES[@]}"
+echo
+echo "| round | CPU, outbox arm | CPU, pgbench arm |"
+echo "| --- | --- | --- |"
+printf '%s\n' "${CPU_LINES[@]}"
 if ((${#DRAIN[@]})); then
   echo
   echo "## (b) drain of $DRAIN_OPS operations into nginx"

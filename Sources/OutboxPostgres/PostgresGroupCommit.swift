@@ -17,8 +17,18 @@ import Synchronization
 public final class PostgresGroupCommit: Sendable {
     public typealias Statement = (sql: String, parameters: [PostgresValue])
     public typealias Completion = @Sendable (Result<[PostgresResult], PostgresError>) -> Void
-    /// An add's answer: the row of the operation holding its key (its own, or one stored first).
-    public typealias AddCompletion = @Sendable (Result<PostgresResult, PostgresError>) -> Void
+    /// An add's answer: stored as itself, or the row of the operation holding its key.
+    public typealias AddCompletion = @Sendable (Result<Added, PostgresError>) -> Void
+
+    /// What an add found once its transaction committed.
+    public enum Added: Sendable {
+        /// Its own row was inserted: the request, in its first state, holds its key.
+        case stored
+        /// The row of the operation holding its key: one stored first (by this instance or
+        /// another), or its own when a neighbour in the batch was the one that found a holder.
+        /// Empty when no row holds the key (a body spilled to a file that could not be read).
+        case holder(PostgresResult)
+    }
 
     /// A fenced write's answer: whether it took place (false: the claim was lost, or the
     /// operation had ended or gone).
@@ -87,7 +97,9 @@ public final class PostgresGroupCommit: Sendable {
 
     /// Adds `request` to the shared queue with whatever else is waiting (its lane locked first,
     /// as `PostgresOperations.add` does), then calls `completion` on the database thread with
-    /// the row of the operation that holds its key.
+    /// what holds its key. Only when some add of its lane's step found its key held are the
+    /// holders read back (after the `COMMIT`, when the winners' rows are visible): the common
+    /// add costs no read.
     public func add(_ request: OperationRequest, completion: @escaping AddCompletion) {
         enqueue(Write(work: .add(request, completion), lockOrder: PostgresOperations.lockOrder(request)))
     }
@@ -191,6 +203,7 @@ public final class PostgresGroupCommit: Sendable {
         do throws(PostgresError) {
             let results = try connection.pipeline(statements)
             committed(batch.count, PostgresConnection.now() - started)
+            var heldKeys: [([OperationRequest], [AddCompletion])] = []
             var next = 1
             for (step, own) in steps {
                 let mine = Array(results[next..<next + own.count])
@@ -199,10 +212,11 @@ public final class PostgresGroupCommit: Sendable {
                 case .statements(_, let completion):
                     completion(.success(mine))
                 case .adds(let requests, let completions):
-                    // The last statement answered every key's holder: each add gets its own row.
-                    let holders = mine[mine.count - 1]
-                    for (request, completion) in zip(requests, completions) {
-                        completion(.success(holders.only(where: "idempotency_key", is: request.idempotencyKey)))
+                    // The insert answers how many rows it stored: all of them, or some keys were held.
+                    if own.count == 2, let stored = mine[1].value(0, "n").flatMap({ Int($0) }), stored == requests.count {
+                        for completion in completions { completion(.success(.stored)) }
+                    } else {
+                        heldKeys.append((requests, completions))
                     }
                 case .states(let writes, let completions):
                     let changed = Set(mine[0].rows.compactMap { $0.first.flatMap { $0 } })
@@ -211,10 +225,28 @@ public final class PostgresGroupCommit: Sendable {
                     }
                 }
             }
+            answerHolders(heldKeys, on: connection)
         } catch where batch.count > 1 && !error.isConnectionFailure {
             for write in batch { commit([write], on: connection) }
         } catch {
             for write in batch { write.work.fail(error) }
+        }
+    }
+
+    /// Reads the holders of the keys of adds whose step stored fewer rows than it had adds, and
+    /// answers each with its own: committed, every winner's row is visible now.
+    private func answerHolders(_ steps: [([OperationRequest], [AddCompletion])], on connection: PostgresConnection) {
+        for (requests, completions) in steps {
+            guard let first = requests.first else { continue }
+            let read = PostgresOperations.byKeys(requests.map(\.idempotencyKey), origin: first.origin.description)
+            do throws(PostgresError) {
+                let holders = try connection.execute(read.sql, read.parameters)
+                for (request, completion) in zip(requests, completions) {
+                    completion(.success(.holder(holders.only(where: "idempotency_key", is: request.idempotencyKey))))
+                }
+            } catch {
+                for completion in completions { completion(.failure(error)) }
+            }
         }
     }
 }

@@ -61,36 +61,87 @@ public enum PostgresOperations {
                 byKey(request.idempotencyKey, origin: request.origin)]
     }
 
-    /// Most adds one multi-row `INSERT` carries (PostgreSQL takes 65 535 parameters).
+    /// Most adds one `INSERT` carries: a bound on one statement's size.
     public static let maxAddsPerStatement = 512
 
-    /// Adds `requests`, all of one lane, as `add` does one: the lane locked once, one `INSERT`
-    /// of every row, the lane's count raised by those inserted (a key already held inserts
-    /// nothing), and one read of the holders of every key, in the `byKey` columns.
+    /// Adds `requests`, all of one lane, as `add` does one: the lane locked once, then one
+    /// prepared `INSERT` of every row that also raises the lane's count by those inserted (a key
+    /// already held inserts nothing) and answers that number, `n`. When it is less than the
+    /// number of requests, `byKeys` tells who holds each key. No statement when no request has
+    /// a row.
     public static func addMany(_ requests: [OperationRequest]) -> [Statement] {
         guard let first = requests.first else { return [] }
-        let lane = first.orderingKey ?? ""
         let origin = first.origin.description
-        var parameters: [PostgresValue] = []
-        var rows: [String] = []
-        for request in requests {
-            // A body spilled to a file that cannot be read back is no row: its add finds no holder.
-            guard let values = try? rowValues(request, OperationState()) else { continue }
-            rows.append("(" + placeholders(from: parameters.count + 1) + ")")
-            parameters += values
-        }
-        guard !rows.isEmpty else { return [byKeys(requests.map(\.idempotencyKey), origin: origin)] }
-        let insert: Statement = ("""
-            INSERT INTO operations (\(insertColumns)) VALUES \(rows.joined(separator: ", "))
-            ON CONFLICT (origin, idempotency_key) DO NOTHING
-            """, parameters)
-        let count: Statement = ("""
-            UPDATE lanes SET unfinished = unfinished + (SELECT count(*) FROM operations WHERE id = ANY($3::uuid[]))
-             WHERE origin = $1 AND lane = $2
-            """, [.text(origin), .text(lane), .text(uuidArray(requests.map(\.id)))])
-        return [PostgresLanes.enter(origin: origin, lane: lane), insert, count,
-                byKeys(requests.map(\.idempotencyKey), origin: origin)]
+        let lane = first.orderingKey ?? ""
+        guard let rows = AddedRows(requests) else { return [] }
+        return [PostgresLanes.enter(origin: origin, lane: lane), (addedRowsSQL, [.text(origin), .text(lane)] + rows.parameters)]
     }
+
+    /// The rows of one lane's adds as one binary array per column (`PostgresArray`), in
+    /// `addedRowsSQL`'s order: the statement is the same text for any number of rows, so each
+    /// connection prepares it once.
+    struct AddedRows {
+        let parameters: [PostgresValue]
+
+        /// Nil when no request has a row: a body spilled to a file that cannot be read back is
+        /// no row (its add finds no holder).
+        init?(_ requests: [OperationRequest]) {
+            let state = OperationState()
+            var ids = PostgresArray(of: .uuid), keys = PostgresArray(of: .text), fingerprints = PostgresArray(of: .bytea)
+            var credentials = PostgresArray(of: .bytea), methods = PostgresArray(of: .text), targets = PostgresArray(of: .text)
+            var headers = PostgresArray(of: .jsonb), bodies = PostgresArray(of: .bytea), priorities = PostgresArray(of: .int2)
+            var tags = PostgresArray(of: .text), dependsOn = PostgresArray(of: .uuid), createdAt = PostgresArray(of: .int8)
+            var laneRanks = PostgresArray(of: .int2)
+            for request in requests {
+                let body: [UInt8]
+                if let spilled = request.spilledBody {
+                    guard let read = try? spilled.bytes().get() else { continue }
+                    body = read
+                } else {
+                    body = request.body
+                }
+                ids.append(uuid: request.id)
+                keys.append(text: request.idempotencyKey)
+                fingerprints.append(bytes: request.fingerprint)
+                credentials.append(bytes: request.credentials)
+                methods.append(text: request.method)
+                targets.append(text: request.target)
+                headers.append(jsonb: headersJSON(request.headers))
+                bodies.append(bytes: body)
+                priorities.append(int2: Int16(request.priority.rawValue))
+                tags.append(text: request.tag)
+                dependsOn.append(uuid: request.dependsOn)
+                createdAt.append(int8: request.createdAt)
+                laneRanks.append(int2: Int16(request.priority.laneRank(attempted: state.attempts > 0)))
+            }
+            guard ids.count > 0 else { return nil }
+            parameters = [ids.finish(), keys.finish(), fingerprints.finish(), credentials.finish(), methods.finish(),
+                          targets.finish(), headers.finish(), bodies.finish(), priorities.finish(), tags.finish(),
+                          dependsOn.finish(), createdAt.finish(), laneRanks.finish(),
+                          .text(state.status.rawValue), .int64(Int64(state.attempts)), .int64(Int64(state.retryCount))]
+        }
+    }
+
+    /// Inserts the rows of `AddedRows` into lane `$2` of origin `$1` (a key already held inserts
+    /// nothing), raises the lane's count by those inserted and answers their number (`n`), in
+    /// one statement.
+    static let addedRowsSQL = """
+        WITH added AS (
+            INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                    priority, tag, depends_on, created_at, lane_rank, status, attempts, retry_count)
+            SELECT a.id, $1::text, $2::text, a.idempotency_key, a.fingerprint, a.credentials, a.method, a.target, a.headers,
+                   a.body, a.priority, a.tag, a.depends_on, a.created_at, a.lane_rank, $16::text, $17::integer, $18::integer
+              FROM unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[], $7::text[], $8::text[], $9::jsonb[], $10::bytea[],
+                          $11::smallint[], $12::text[], $13::uuid[], $14::bigint[], $15::smallint[])
+                   AS a(id, idempotency_key, fingerprint, credentials, method, target, headers, body, priority, tag,
+                        depends_on, created_at, lane_rank)
+            ON CONFLICT (origin, idempotency_key) DO NOTHING
+            RETURNING 1),
+        counted AS (SELECT count(*) AS n FROM added)
+        UPDATE lanes SET unfinished = lanes.unfinished + counted.n FROM counted
+         WHERE lanes.origin = $1 AND lanes.lane = $2
+        RETURNING counted.n AS n
+        """
 
     /// The order in which a transaction takes a write's first lock: its lane.
     public static func lockOrder(_ request: OperationRequest) -> String {

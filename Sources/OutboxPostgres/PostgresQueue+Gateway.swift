@@ -108,6 +108,7 @@ extension PostgresQueue {
         size.withLock { $0.addedSince += 1 }
         let fingerprint = request.fingerprint
         let id = request.id
+        let added = request
         add(request) { [self] result in
             switch result {
             case .failure(let error):
@@ -116,7 +117,9 @@ extension PostgresQueue {
                     logger.error("store_failed", ["operation": "enqueue", "id": id.lowercasedText, "error": "\(error)"])
                 }
                 completion(.failure(Self.enqueueError(error)))
-            case .success(let rows):
+            case .success(.stored):
+                stored(OperationSnapshot(added, state: OperationState()), laneID, completion)
+            case .success(.holder(let rows)):
                 let holder: OperationSnapshot
                 do throws(PostgresOperations.DecodeError) {
                     guard !rows.rows.isEmpty else { throw PostgresOperations.DecodeError(column: "id", value: nil) }
@@ -131,25 +134,34 @@ extension PostgresQueue {
                     completion(holder.fingerprint == fingerprint ? .success(holder) : .failure(.keyConflict))
                     return
                 }
-                metrics.enqueued()
-                announce(holder.id, holder.state, origin: holder.origin, orderingKey: holder.orderingKey)
-                originsWithWorkCache.withLock { _ = $0.insert(holder.origin) }
-                reachability.workStored(for: holder.origin)
-                laneGotWork(laneID)
-                completion(.success(holder))
+                stored(holder, laneID, completion)
             }
         }
     }
 
+    /// `operation` was stored by this request: it is counted, announced and made due.
+    private func stored(_ operation: OperationSnapshot, _ laneID: LaneID,
+                        _ completion: @Sendable (Result<OperationSnapshot, EnqueueError>) -> Void) {
+        metrics.enqueued()
+        announce(operation.id, operation.state, origin: operation.origin, orderingKey: operation.orderingKey)
+        originsWithWorkCache.withLock { _ = $0.insert(operation.origin) }
+        reachability.workStored(for: operation.origin)
+        // The keeper claims lanes of origins online only: for another, a tick per add would
+        // wake its thread thousands of times a second to do nothing.
+        laneGotWork(laneID, claimNow: !forcedOffline && reachability.isOnline(operation.origin))
+        completion(.success(operation))
+    }
+
     /// An operation was added to `laneID`: a lane this instance holds looks ahead again, one it
-    /// does not is claimed at the next tick, now.
-    func laneGotWork(_ laneID: LaneID) {
+    /// does not is claimed at the next tick, now unless `claimNow` is false (then at the
+    /// keeper's next regular tick).
+    func laneGotWork(_ laneID: LaneID, claimNow: Bool = true) {
         let held = book.withLock { book -> Bool in
             guard var lane = book.lanes[laneID] else { return false }
             lane.exhausted = false
             book.lanes[laneID] = lane
             return true
         }
-        if held { lookAhead(in: laneID) } else { requestKeeperTick() }
+        if held { lookAhead(in: laneID) } else if claimNow { requestKeeperTick() }
     }
 }

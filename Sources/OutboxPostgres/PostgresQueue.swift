@@ -321,8 +321,8 @@ public final class PostgresQueue: QueueStore {
     }
 
     /// Adds `request` through the group commit (the adds of a lane share their statements);
-    /// `completion` runs after the `COMMIT` with the row of the operation holding its key.
-    func add(_ request: OperationRequest, completion: @escaping @Sendable (Result<PostgresResult, PostgresError>) -> Void) {
+    /// `completion` runs after the `COMMIT` with what holds its key.
+    func add(_ request: OperationRequest, completion: @escaping PostgresGroupCommit.AddCompletion) {
         if let reason = unavailableReason {
             completion(.failure(PostgresError(sqlState: nil, message: reason)))
             return

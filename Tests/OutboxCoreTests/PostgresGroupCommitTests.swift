@@ -247,7 +247,7 @@ struct PostgresGroupCommitTests {
         var requests = (0..<30).map { PostgresOperationsTests.request($0, key: "key-\($0)", lane: $0 % 3 == 0 ? "b" : "a") }
         requests.append(PostgresOperationsTests.request(30, key: "key-4", lane: "a"))
         requests.append(PostgresOperationsTests.request(31, key: "stored-before", lane: "a"))
-        let holders = Mutex<[Int: Result<PostgresResult, PostgresError>]>([:])
+        let holders = Mutex<[Int: Result<PostgresGroupCommit.Added, PostgresError>]>([:])
         let done = DispatchGroup()
         for (number, request) in requests.enumerated() {
             done.enter()
@@ -261,8 +261,11 @@ struct PostgresGroupCommitTests {
         let answers = holders.withLock { $0 }
         #expect(commits.withLock { $0 } == [requests.count], "the adds did not share one transaction: \(commits.withLock { $0 })")
         func holder(_ number: Int) -> UUID? {
-            guard case .success(let rows)? = answers[number], !rows.rows.isEmpty else { return nil }
-            return (try? PostgresOperations.summary(rows, row: 0))?.snapshot.id
+            switch answers[number] {
+            case .success(.stored)?: requests[number].id
+            case .success(.holder(let rows))? where !rows.rows.isEmpty: (try? PostgresOperations.summary(rows, row: 0))?.snapshot.id
+            default: nil
+            }
         }
         for number in 0..<30 { #expect(holder(number) == requests[number].id, "add \(number)") }
         #expect(holder(30) == requests[4].id, "a key repeated in the batch is the first request's operation")

@@ -54,6 +54,39 @@ struct PostgresOperationsTests {
         #expect(whole.0.snapshot.state == OperationState())
     }
 
+    /// The adds of a lane go as one prepared statement of binary arrays (`addMany`): every
+    /// field comes back as it was, NULLs and empty values too, and the statement answers how
+    /// many rows it stored.
+    @Test func addsSentAsOneStatementComeBackAsTheyWereWritten() async throws {
+        let queue = try await Queue.make()
+        let full = Self.request(1, lane: nil)
+        var bare = Self.request(2, lane: nil, priority: .high)
+        bare.tag = nil
+        bare.dependsOn = nil
+        bare.body = []
+        bare.credentials = []
+        bare.headers = [("Host", "api.example.test:8080")]
+        let repeated = Self.request(3, key: full.idempotencyKey, lane: nil)
+        let requests = [full, bare]
+        let (stored, read) = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            var stored: [String?] = []
+            for batch in [requests, [repeated]] {
+                let statements = PostgresOperations.addMany(batch)
+                let results = try connection.pipeline([("BEGIN", [])] + statements.map { ($0.sql, $0.parameters) } + [("COMMIT", [])])
+                stored.append(results[statements.count].value(0, "n"))
+            }
+            return (stored, try requests.map { request in
+                let statement = PostgresOperations.whole(request.id)
+                return try PostgresOperations.whole(connection.execute(statement.sql, statement.parameters), row: 0)
+            })
+        }
+        #expect(stored == ["2", "0"], "a key already held stores nothing")
+        #expect(read.map(\.1) == requests)
+        #expect(read.map(\.0.snapshot.state) == [OperationState(), OperationState()])
+    }
+
     /// Two instances add the same key at the same moment, 50 times over: one row each time, both
     /// are answered with it, and only the winner's lane counts it.
     @Test func aKeyAddedByTwoInstancesAtOnceIsOneOperation() async throws {
