@@ -15,6 +15,9 @@
 #   DURATION=5 ROUNDS=2 OPS_1M=0 Benchmarks/postgres.sh
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/postgres.sh   # a given binary, no build
 #   SKIP_DRAIN=1 Benchmarks/postgres.sh                  # (a) and (c) only
+#   PG_STATEMENTS=1 Benchmarks/postgres.sh               # also the statements that took the
+#                                                        # server's time in each postgres arm
+#                                                        # (pg_stat_statements; slows the server)
 #
 # The cluster: initdb into a temp dir (as the postgres user when run as root), 127.0.0.1 on a
 # free port, fsync on, Debian's defaults otherwise; stopped and removed on exit, as is every
@@ -29,6 +32,7 @@ CONNS=${CONNS:-64}
 DRAIN_OPS=${DRAIN_OPS:-20000}
 OPS_1M=${OPS_1M:-1000000}
 SKIP_DRAIN=${SKIP_DRAIN:-0}
+PG_STATEMENTS=${PG_STATEMENTS:-0}
 BASE_PORT=${BASE_PORT:-19200}
 UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 1)) PG_PORT=$((BASE_PORT + 2)) DOWN_PORT=$((BASE_PORT + 3))
 RUN=$(mktemp -d /tmp/pgbench-outbox.XXXXXX)
@@ -70,6 +74,8 @@ fi
 
 # ---------------------------------------------------------------- the cluster
 as_postgres=()
+PRELOAD=""
+((PG_STATEMENTS)) && PRELOAD=pg_stat_statements
 if [[ $(id -u) == 0 ]]; then
   chown postgres "$RUN"
   as_postgres=(setpriv --reuid=postgres --regid=postgres --init-groups --)
@@ -77,12 +83,23 @@ fi
 "${as_postgres[@]}" "$PGBIN/initdb" -D "$RUN/pg" -U outbox --auth=trust -E UTF8 --no-instructions --no-sync >"$RUN/initdb.log" 2>&1 ||
   { cat "$RUN/initdb.log" >&2; die "initdb failed"; }
 "${as_postgres[@]}" "$PGBIN/postgres" -D "$RUN/pg" -p "$PG_PORT" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$RUN" \
-  -c fsync=on -c max_connections=300 >"$RUN/pg.log" 2>&1 &
+  -c fsync=on -c max_connections=300 ${PRELOAD:+-c shared_preload_libraries=$PRELOAD} >"$RUN/pg.log" 2>&1 &
 PG_PID=$!
 for _ in $(seq 1 300); do grep -q "ready to accept connections" "$RUN/pg.log" && break; sleep 0.1; done
 grep -q "ready to accept connections" "$RUN/pg.log" || { tail "$RUN/pg.log" >&2; die "postgres did not start"; }
 PSQL=(psql -h 127.0.0.1 -p "$PG_PORT" -U outbox -d postgres -qAt)
 URL="host=127.0.0.1 port=$PG_PORT user=outbox dbname=postgres"
+((PG_STATEMENTS)) && "${PSQL[@]}" -c "CREATE EXTENSION pg_stat_statements"
+# The statements that took the server's time since the last call (PG_STATEMENTS=1), to stderr.
+top_statements() {
+  ((PG_STATEMENTS)) || return 0
+  log "$1: the server's time by statement"
+  # Statements of one shape whose texts differ (a multi-row VALUES of each size) count as one.
+  "${PSQL[@]}" -F $'\t' -c "SELECT round(sum(total_exec_time)::numeric, 0) AS ms, sum(calls), sum(rows), shape
+    FROM (SELECT *, left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS shape FROM pg_stat_statements) s
+    GROUP BY shape ORDER BY 1 DESC LIMIT 10" >&2
+  "${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" >/dev/null
+}
 "${PSQL[@]}" -c "CREATE TABLE pgbench_rows (id bigserial PRIMARY KEY, body text NOT NULL)"
 printf "INSERT INTO pgbench_rows (body) VALUES (repeat('a', 1024));\n" >"$RUN/insert-1k.sql"
 chmod 0644 "$RUN/insert-1k.sql"
@@ -189,7 +206,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 # ---------------------------------------------------------------- (b) drain, postgres vs local
-declare -a DRAIN=()
+declare -a DRAIN=() DRAIN_CPU=()
 if ((SKIP_DRAIN == 0)); then
   source "$HERE/status-poll.sh"
   drain_arm() {  # store keys -> prints operations/s
@@ -205,26 +222,36 @@ if ((SKIP_DRAIN == 0)); then
       wrk -t2 -c"$CONNS" -d1s -s "$script" "http://127.0.0.1:$OBX_PORT/echo" >/dev/null
     done
     status_open "$OBX_PORT" "$OBX_PID"
+    if ((PG_STATEMENTS)); then "${PSQL[@]}" -c "SELECT pg_stat_statements_reset()" >/dev/null; fi
     nginx -p "$RUN" -e "$RUN/upstream.err" -c "$RUN/upstream.conf" &
     NGINX=$!
     PIDS+=("$NGINX")
     T0='' DONE0=0
+    local obx0 pg0 all0
     for _ in $(seq 1 600000); do
       status_poll
-      if [[ -z $T0 ]] && ((DONE > 0)); then T0=$AT DONE0=$DONE; fi
+      if [[ -z $T0 ]] && ((DONE > 0)); then
+        T0=$AT DONE0=$DONE
+        obx0=$(cpu_seconds "$OBX_PID") pg0=$(cpu_seconds cluster) all0=$(cpu_seconds machine)
+      fi
       [[ -n $T0 ]] && ((BUSY == 0)) && break
       status_nap
     done
+    local n=$((DONE - DONE0))
+    local cpu="outbox $(per_op "$obx0" "$(cpu_seconds "$OBX_PID")" "$n") µs, postgres $(per_op "$pg0" "$(cpu_seconds cluster)" "$n") µs, all cores $(per_op "$all0" "$(cpu_seconds machine)" "$n") µs"
     status_close
     kill -TERM "$NGINX"; wait "$NGINX" 2>/dev/null || true
     stop_outbox
-    awk -v n="$((DONE - DONE0))" -v t0="$T0" -v t1="$AT" 'BEGIN { printf "%.0f", (t1 > t0 ? n / (t1 - t0) : 0) }'
+    if [[ $store == postgres ]]; then top_statements "(b) $keys keys"; fi
+    awk -v n="$n" -v t0="$T0" -v t1="$AT" 'BEGIN { printf "%.0f", (t1 > t0 ? n / (t1 - t0) : 0) }'
+    echo " $cpu"
   }
   for keys in 0 16; do
     log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: local store"
-    LOCAL=$(drain_arm local "$keys")
+    read -r LOCAL LOCAL_CPU <<<"$(drain_arm local "$keys")"
     log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: postgres store"
-    PG=$(drain_arm postgres "$keys")
+    read -r PG PG_CPU <<<"$(drain_arm postgres "$keys")"
+    DRAIN_CPU+=("| $keys | $PG_CPU | $LOCAL_CPU |")
     DRAIN+=("$(printf '| %s | %s ops/s | %s ops/s | %.2f× |' "$([[ $keys == 0 ]] && echo "no keys (one lane)" || echo "$keys keys")" "$PG" "$LOCAL" \
       "$(python3 -c "print($PG / max($LOCAL, 1))")")")
     log "${DRAIN[-1]}"
@@ -272,6 +299,10 @@ if ((${#DRAIN[@]})); then
   echo "| lanes | postgres store | local store | ratio |"
   echo "| --- | --- | --- | --- |"
   printf '%s\n' "${DRAIN[@]}"
+  echo
+  echo "| keys | CPU per operation, postgres store | CPU per operation, local store |"
+  echo "| --- | --- | --- |"
+  printf '%s\n' "${DRAIN_CPU[@]}"
 fi
 if ((OPS_1M > 0)); then
   echo

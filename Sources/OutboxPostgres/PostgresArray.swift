@@ -15,6 +15,7 @@ struct PostgresArray {
         case bytea = 17
         case int8 = 20
         case int2 = 21
+        case int4 = 23
         case text = 25
         case uuid = 2950
         case jsonb = 3802
@@ -81,6 +82,16 @@ struct PostgresArray {
     mutating func append(int8 value: Int64) {
         append32(8)
         withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+        count += 1
+    }
+
+    mutating func append(int8 value: Int64?) {
+        if let value { append(int8: value) } else { appendNull() }
+    }
+
+    mutating func append(int4 value: Int32) {
+        append32(4)
+        append32(value)
         count += 1
     }
 

@@ -132,7 +132,11 @@ extension PostgresOperations {
     // MARK: - The admin API
 
     /// Operations per status over the whole shared queue.
-    public static let countsByStatus: Statement = ("SELECT status, count(*) AS n FROM operations GROUP BY status", [])
+    public static let countsByStatus: Statement = (
+        "SELECT status, sum(n) AS n FROM status_counts GROUP BY status HAVING sum(n) <> 0", [])
+
+    /// How many operations the queue holds, in every status: from the kept counts, not a scan.
+    public static let countAll: Statement = ("SELECT coalesce(sum(n), 0) AS n FROM status_counts", [])
 
     /// When the oldest unfinished operation was made (`seq` order is arrival order).
     public static let oldestUnfinished: Statement = ("""

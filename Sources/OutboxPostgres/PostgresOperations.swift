@@ -240,55 +240,88 @@ public enum PostgresOperations {
         }
     }
 
-    /// `record` for several operations (none twice) in one statement: each row of `VALUES` is
-    /// written if its lane is held under its fence and it is unfinished; the lanes stop counting
-    /// those it finishes. Answers the ids written, one row each.
+    /// `record` for several operations (none twice) in one statement: each row is written if
+    /// its lane is held under its fence and it is unfinished; the lanes stop counting those it
+    /// finishes. Answers the ids written, one row each. The rows go as one binary array per
+    /// column (`PostgresArray`): one prepared text for any number of rows.
     public static func recordMany(_ writes: [StateWrite]) -> [Statement] {
-        var parameters: [PostgresValue] = []
-        var rows: [String] = []
-        let casts = ["::uuid", "::text", "::smallint", "::integer", "::integer", "::bigint", "::bigint", "::text", "::text",
-                     "::integer", "::jsonb", "::bytea", "::bigint", "::integer", "::jsonb", "::bytea", "::bigint", "::bigint",
-                     "::text", "::bigint"]
+        var ids = PostgresArray(of: .uuid), statuses = PostgresArray(of: .text), laneRanks = PostgresArray(of: .int2)
+        var attempts = PostgresArray(of: .int4), retryCounts = PostgresArray(of: .int4), lastAttempts = PostgresArray(of: .int8)
+        var nextAttempts = PostgresArray(of: .int8), lastErrors = PostgresArray(of: .text), instances = PostgresArray(of: .text)
+        var responses = AnswerArrays(), conflicts = AnswerArrays()
+        var finishedAt = PostgresArray(of: .int8), holders = PostgresArray(of: .text), fences = PostgresArray(of: .int8)
         for write in writes {
             let state = write.state
-            let values: [PostgresValue] = [.text(write.id.lowercasedText), .text(state.status.rawValue),
-                                           .int64(Int64(write.priority.laneRank(attempted: state.attempts > 0))),
-                                           .int64(Int64(state.attempts)), .int64(Int64(state.retryCount)),
-                                           optional(state.lastAttemptAt), optional(state.nextAttemptAt), optional(state.lastError),
-                                           .text(write.instance)]
-                + answer(state.response) + answer(state.conflict)
-                + [state.status.isFinished ? .int64(state.lastAttemptAt ?? WallClock.millis()) : .null, .text(write.holder),
-                   .int64(write.fence)]
-            let first = parameters.count + 1
-            rows.append("(" + values.indices.map { "$\(first + $0)\(casts[$0])" }.joined(separator: ", ") + ")")
-            parameters += values
+            ids.append(uuid: write.id)
+            statuses.append(text: state.status.rawValue)
+            laneRanks.append(int2: Int16(write.priority.laneRank(attempted: state.attempts > 0)))
+            attempts.append(int4: Int32(clamping: state.attempts))
+            retryCounts.append(int4: Int32(clamping: state.retryCount))
+            lastAttempts.append(int8: state.lastAttemptAt)
+            nextAttempts.append(int8: state.nextAttemptAt)
+            lastErrors.append(text: state.lastError)
+            instances.append(text: write.instance)
+            responses.append(state.response)
+            conflicts.append(state.conflict)
+            finishedAt.append(int8: state.status.isFinished ? state.lastAttemptAt ?? WallClock.millis() : nil)
+            holders.append(text: write.holder)
+            fences.append(int8: write.fence)
         }
-        return [("""
-            WITH v (id, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error, instance,
-                    response_status, response_headers, response_body, response_omitted,
-                    conflict_status, conflict_headers, conflict_body, conflict_omitted, finished_at, holder, fence)
-                 AS (VALUES \(rows.joined(separator: ", "))),
-            changed AS (
-                UPDATE operations o SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
-                       retry_count = v.retry_count, last_attempt_at = v.last_attempt_at, next_attempt_at = v.next_attempt_at,
-                       last_error = v.last_error, instance = v.instance,
-                       response_status = v.response_status, response_headers = v.response_headers,
-                       response_body = v.response_body, response_omitted = v.response_omitted,
-                       conflict_status = v.conflict_status, conflict_headers = v.conflict_headers,
-                       conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
-                  FROM v
-                 WHERE o.id = v.id AND o.status IN ('pending', 'inProgress')
-                   AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane
-                                  AND l.holder = v.holder AND l.fence = v.fence)
-                RETURNING o.id, o.origin, o.lane, v.finished_at IS NOT NULL AS finished),
-            counted AS (
-                SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
-            counts AS (
-                UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
-                 WHERE l.origin = counted.origin AND l.lane = counted.lane)
-            SELECT id::text AS id FROM changed
-            """, parameters)]
+        return [(recordManySQL, [ids.finish(), statuses.finish(), laneRanks.finish(), attempts.finish(), retryCounts.finish(),
+                                 lastAttempts.finish(), nextAttempts.finish(), lastErrors.finish(), instances.finish()]
+                    + responses.finish() + conflicts.finish() + [finishedAt.finish(), holders.finish(), fences.finish()])]
     }
+
+    /// A stored answer's four columns (`response_*` or `conflict_*`) as arrays, NULL where none.
+    private struct AnswerArrays {
+        var statuses = PostgresArray(of: .int4), headers = PostgresArray(of: .jsonb)
+        var bodies = PostgresArray(of: .bytea), omitted = PostgresArray(of: .int8)
+
+        mutating func append(_ answer: StoredResponse?) {
+            guard let answer else {
+                statuses.appendNull()
+                headers.appendNull()
+                bodies.appendNull()
+                omitted.appendNull()
+                return
+            }
+            statuses.append(int4: Int32(clamping: answer.status))
+            headers.append(jsonb: headersJSON(answer.headers))
+            bodies.append(bytes: answer.body)
+            omitted.append(int8: answer.omittedBodySize.map(Int64.init))
+        }
+
+        mutating func finish() -> [PostgresValue] { [statuses.finish(), headers.finish(), bodies.finish(), omitted.finish()] }
+    }
+
+    static let recordManySQL = """
+        WITH v AS (
+            SELECT * FROM unnest($1::uuid[], $2::text[], $3::smallint[], $4::integer[], $5::integer[], $6::bigint[],
+                                 $7::bigint[], $8::text[], $9::text[], $10::integer[], $11::jsonb[], $12::bytea[], $13::bigint[],
+                                 $14::integer[], $15::jsonb[], $16::bytea[], $17::bigint[], $18::bigint[], $19::text[], $20::bigint[])
+                AS v(id, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error, instance,
+                     response_status, response_headers, response_body, response_omitted,
+                     conflict_status, conflict_headers, conflict_body, conflict_omitted, finished_at, holder, fence)),
+        changed AS (
+            UPDATE operations o SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
+                   retry_count = v.retry_count, last_attempt_at = v.last_attempt_at, next_attempt_at = v.next_attempt_at,
+                   last_error = v.last_error, instance = v.instance,
+                   response_status = v.response_status, response_headers = v.response_headers,
+                   response_body = v.response_body, response_omitted = v.response_omitted,
+                   conflict_status = v.conflict_status, conflict_headers = v.conflict_headers,
+                   conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
+              FROM v
+             WHERE o.id = v.id AND o.status IN ('pending', 'inProgress')
+               AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane
+                              AND l.holder = v.holder AND l.fence = v.fence)
+            RETURNING o.id, o.origin, o.lane, v.finished_at IS NOT NULL AS finished),
+        counted AS (
+            SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
+        counts AS (
+            UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
+             WHERE l.origin = counted.origin AND l.lane = counted.lane)
+        SELECT id::text AS id FROM changed
+        """
 
     // MARK: - Reads
 

@@ -152,15 +152,12 @@ extension PostgresQueue {
             reachability.workStored(for: origin)
         }
         kick(new)
-        // Counting a large table takes a while: every 10 s past 100 000 operations, else every second.
-        let due = size.withLock { size -> Bool in
-            let interval: UInt64 = size.counted > 100_000 ? 10_000_000_000 : 1_000_000_000
-            return now &- keeperState.withLock({ $0.lastSizeRefresh }) >= interval
-        }
+        // The kept counts (schema v3) are a few rows, whatever the queue's size: read every second.
+        let due = now &- keeperState.withLock({ $0.lastSizeRefresh }) >= 1_000_000_000
         if due {
             keeperState.withLock { $0.lastSizeRefresh = now }
             let added = size.withLock { $0.addedSince }
-            let count = try connection.execute("SELECT count(*) AS n FROM operations").value(0, "n").flatMap { Int($0) } ?? 0
+            let count = try connection.execute(PostgresOperations.countAll.sql).value(0, "n").flatMap { Int($0) } ?? 0
             size.withLock { size in
                 size.counted = count
                 size.addedSince -= added

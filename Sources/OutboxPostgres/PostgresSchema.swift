@@ -22,6 +22,7 @@ public enum PostgresSchema {
     public static let migrations: [Migration] = [
         Migration(version: 1, name: "queue", sql: String(decoding: PackageResources.v001_queue_sql, as: UTF8.self)),
         Migration(version: 2, name: "lane_pokes", sql: String(decoding: PackageResources.v002_lane_pokes_sql, as: UTF8.self)),
+        Migration(version: 3, name: "status_counts", sql: String(decoding: PackageResources.v003_status_counts_sql, as: UTF8.self)),
     ]
 
     /// The version this binary migrates a schema to.

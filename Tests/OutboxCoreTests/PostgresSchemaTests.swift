@@ -33,8 +33,44 @@ struct PostgresSchemaTests {
         #expect(latest >= 1)
         #expect(first == PostgresSchema.Migrated(from: 0, to: latest))
         #expect(second == PostgresSchema.Migrated(from: latest, to: latest))
-        #expect(tables == ["lanes", "operations", "outbox_migrations"])
+        #expect(tables == ["lanes", "operations", "outbox_migrations", "status_counts"])
         #expect(rows == PostgresSchema.migrations.map { "\($0.version)/\($0.name)" })
+    }
+
+    /// Schema v3 keeps the number of operations in each status as statements change them: a
+    /// schema upgraded from v2 starts from the rows it holds, and inserts (one and many, a key
+    /// already held), updates of a status and of other columns only, and deletes, from several
+    /// connections, keep the counts equal to a count of the table.
+    @Test func statusCountsAreKeptByEveryChange() async throws {
+        let (kept, counted, upgraded) = try await PostgresServer.onThread { server in
+            let schema = Self.freshName("counts")
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            _ = try PostgresSchema.migrate(connection, schema: schema, migrations: Array(PostgresSchema.migrations.prefix(2)))
+            for key in ["a", "b", "c"] { try PostgresLanesTests.inTransaction(connection, PostgresLanesTests.add(origin: "http://o", lane: "", key: key)) }
+            try connection.execute("UPDATE operations SET status = 'failed' WHERE idempotency_key = 'c'")
+            _ = try PostgresSchema.migrate(connection, schema: schema)
+            let counts = "SELECT status || '=' || n FROM (\(PostgresOperations.countsByStatus.sql)) c ORDER BY 1"
+            let upgraded = try connection.execute(counts).rows.compactMap { $0[0] }
+
+            let other = try PostgresConnection(server.conninfo(schema: schema))
+            defer { other.close() }
+            try PostgresLanesTests.inTransaction(other, PostgresLanesTests.add(origin: "http://o", lane: "k", key: "a"))
+            try PostgresLanesTests.inTransaction(other, PostgresLanesTests.add(origin: "http://o", lane: "k", key: "d"))
+            let many = PostgresOperations.addMany((0..<5).map { PostgresOperationsTests.request($0, key: "many-\($0)", lane: "m") })
+            try PostgresLanesTests.inTransaction(other, many)
+            try connection.execute("UPDATE operations SET status = 'completed' WHERE idempotency_key IN ('a', 'many-1', 'many-2')")
+            try other.execute("UPDATE operations SET attempts = attempts + 1 WHERE status = 'pending'")
+            try other.execute("UPDATE operations SET status = 'inProgress' WHERE idempotency_key = 'many-3'")
+            try connection.execute("DELETE FROM operations WHERE idempotency_key IN ('b', 'many-1')")
+            let kept = try connection.execute(counts).rows.compactMap { $0[0] }
+            let counted = try connection.execute("SELECT status || '=' || count(*) FROM operations GROUP BY status ORDER BY 1")
+                .rows.compactMap { $0[0] }
+            return (kept, counted, upgraded)
+        }
+        #expect(upgraded == ["failed=1", "pending=2"])
+        #expect(kept == counted)
+        #expect(counted == ["completed=2", "failed=1", "inProgress=1", "pending=3"])
     }
 
     /// Three instances that start at the same moment: each waits on the schema's advisory lock
@@ -156,7 +192,7 @@ struct PostgresSchemaTests {
             try connection.execute("DROP SCHEMA \(PostgresSchema.quoted(odd)) CASCADE")
             return (tables, empty, long)
         }
-        #expect(tables == ["lanes", "operations", "outbox_migrations"])
+        #expect(tables == ["lanes", "operations", "outbox_migrations", "status_counts"])
         #expect(empty == .invalidName(""))
         #expect(long == .invalidName(String(repeating: "s", count: 64)))
         #expect(PostgresSchema.isValidName(String(repeating: "s", count: 63)))

@@ -143,8 +143,18 @@ struct PostgresStoreFailureTests {
         #expect(Set(outcomes.keys).subtracting([503, -1]).isEmpty, "other answers than 202 and 503: \(outcomes)")
         var missing: [String] = []
         var firstMiss = ""
+        var answers: [Int: Int] = [:]
         for id in ids {
-            let response = try outbox.admin("operations/\(id)")
+            var response = try outbox.admin("operations/\(id)")
+            // A 503 says the store could not be asked (a connection found broken by this read):
+            // that is no answer about the write, so it is asked again once the store is back.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while response.status == 503 && ContinuousClock.now < deadline {
+                answers[503, default: 0] += 1
+                try await Self.waitForStore(outbox, reachable: true)
+                response = try outbox.admin("operations/\(id)")
+            }
+            answers[response.status, default: 0] += 1
             if response.status != 200 {
                 if missing.isEmpty { firstMiss = "\(response)" }
                 missing.append(id)
@@ -152,10 +162,12 @@ struct PostgresStoreFailureTests {
         }
         let statusNow = (try? outbox.admin("status")).map { "\($0)" } ?? "-"
         #expect(missing.isEmpty, """
-            \(missing.count) of \(ids.count) acknowledged writes are gone after the restart: \(missing.prefix(5)); \
-            the first answered \(firstMiss)\n\(statusNow)\n\(outbox)
+            \(missing.count) of \(ids.count) acknowledged writes are gone after the restart: \(missing.prefix(5)) \
+            (the first at \(ids.firstIndex(of: missing.first ?? "") ?? -1) of the acknowledged); lookups answered \(answers); \
+            the first miss answered \(firstMiss)\n\(statusNow)\n\(outbox)
             """)
-        print("postgres-restart: \(ids.count) writes acknowledged, \(outcomes[503] ?? 0) refused with 503 while the database was down")
+        print("postgres-restart: \(ids.count) writes acknowledged, \(outcomes[503] ?? 0) refused with 503 while the database was down; "
+              + "their lookups answered \(answers)")
     }
 
     @Test func migratePrintsTheVersion_AndANewerSchemaIsRefusedWithExitTwoNamingBothVersions() async throws {
