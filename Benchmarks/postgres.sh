@@ -11,7 +11,7 @@
 #   (c) a million operations queued in PostgreSQL: a fresh instance's time to its listening
 #       line and its RSS, and the durable 202 rate at 1M next to (a)'s at 0.
 #
-#   Benchmarks/postgres.sh                     # DURATION=10 ROUNDS=2 DRAIN_OPS=20000 OPS_1M=1000000
+#   Benchmarks/postgres.sh                     # DURATION=10 ROUNDS=2 DRAIN_ROUNDS=2 DRAIN_OPS=20000 OPS_1M=1000000
 #   DURATION=5 ROUNDS=2 OPS_1M=0 Benchmarks/postgres.sh
 #   OUTBOX_BIN=/path/to/outbox Benchmarks/postgres.sh   # a given binary, no build
 #   SKIP_DRAIN=1 Benchmarks/postgres.sh                  # (a) and (c) only
@@ -32,6 +32,7 @@ CONNS=${CONNS:-64}
 DRAIN_OPS=${DRAIN_OPS:-20000}
 OPS_1M=${OPS_1M:-1000000}
 SKIP_DRAIN=${SKIP_DRAIN:-0}
+DRAIN_ROUNDS=${DRAIN_ROUNDS:-2}
 PG_STATEMENTS=${PG_STATEMENTS:-0}
 BASE_PORT=${BASE_PORT:-19200}
 UP_PORT=$BASE_PORT OBX_PORT=$((BASE_PORT + 1)) PG_PORT=$((BASE_PORT + 2)) DOWN_PORT=$((BASE_PORT + 3))
@@ -246,15 +247,17 @@ if ((SKIP_DRAIN == 0)); then
     awk -v n="$n" -v t0="$T0" -v t1="$AT" 'BEGIN { printf "%.0f", (t1 > t0 ? n / (t1 - t0) : 0) }'
     echo " $cpu"
   }
+  for drain_round in $(seq 1 "$DRAIN_ROUNDS"); do
   for keys in 0 16; do
-    log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: local store"
+    log "(b) round $drain_round: drain of $DRAIN_OPS operations into nginx, $keys ordering keys: local store"
     read -r LOCAL LOCAL_CPU <<<"$(drain_arm local "$keys")"
-    log "(b) drain of $DRAIN_OPS operations into nginx, $keys ordering keys: postgres store"
+    log "(b) round $drain_round: drain of $DRAIN_OPS operations into nginx, $keys ordering keys: postgres store"
     read -r PG PG_CPU <<<"$(drain_arm postgres "$keys")"
-    DRAIN_CPU+=("| $keys | $PG_CPU | $LOCAL_CPU |")
-    DRAIN+=("$(printf '| %s | %s ops/s | %s ops/s | %.2f× |' "$([[ $keys == 0 ]] && echo "no keys (one lane)" || echo "$keys keys")" "$PG" "$LOCAL" \
-      "$(python3 -c "print($PG / max($LOCAL, 1))")")")
+    DRAIN_CPU+=("| $drain_round | $keys | $PG_CPU | $LOCAL_CPU |")
+    DRAIN+=("$(printf '| %d | %s | %s ops/s | %s ops/s | %.2f× |' "$drain_round" "$([[ $keys == 0 ]] && echo "no keys (one lane)" || echo "$keys keys")" \
+      "$PG" "$LOCAL" "$(python3 -c "print($PG / max($LOCAL, 1))")")")
     log "${DRAIN[-1]}"
+  done
   done
 fi
 
@@ -296,12 +299,12 @@ printf '%s\n' "${CPU_LINES[@]}"
 if ((${#DRAIN[@]})); then
   echo
   echo "## (b) drain of $DRAIN_OPS operations into nginx"
-  echo "| lanes | postgres store | local store | ratio |"
-  echo "| --- | --- | --- | --- |"
+  echo "| round | lanes | postgres store | local store | ratio |"
+  echo "| --- | --- | --- | --- | --- |"
   printf '%s\n' "${DRAIN[@]}"
   echo
-  echo "| keys | CPU per operation, postgres store | CPU per operation, local store |"
-  echo "| --- | --- | --- |"
+  echo "| round | keys | CPU per operation, postgres store | CPU per operation, local store |"
+  echo "| --- | --- | --- | --- |"
   printf '%s\n' "${DRAIN_CPU[@]}"
 fi
 if ((OPS_1M > 0)); then

@@ -43,6 +43,11 @@ public final class PostgresGroupCommit: Sendable {
         /// (`PostgresOperations.recordMany`).
         case state(PostgresOperations.StateWrite, StateCompletion)
 
+        /// Made only of the store's own add and state statements.
+        var isRowShaped: Bool {
+            if case .statements = self { false } else { true }
+        }
+
         var count: Int {
             switch self {
             case .statements(let statements, _): statements.count
@@ -199,12 +204,17 @@ public final class PostgresGroupCommit: Sendable {
         guard !batch.isEmpty else { return }
         let started = PostgresConnection.now()
         let steps = steps(batch)
-        let statements = [("BEGIN", [])] + steps.flatMap { $0.1.map { ($0.sql, $0.parameters) } } + [("COMMIT", [])]
+        // Adds and states are statements of one shape whatever their values (arrays of rows,
+        // looked up by id and by their lane's key): a plan made once serves them, where the
+        // connection's custom plans (for the reads, which need them) would plan each again.
+        let opening: [(String, [PostgresValue])] = batch.allSatisfy(\.work.isRowShaped)
+            ? [("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", [])] : [("BEGIN", [])]
+        let statements = opening + steps.flatMap { $0.1.map { ($0.sql, $0.parameters) } } + [("COMMIT", [])]
         do throws(PostgresError) {
             let results = try connection.pipeline(statements)
             committed(batch.count, PostgresConnection.now() - started)
             var heldKeys: [([OperationRequest], [AddCompletion])] = []
-            var next = 1
+            var next = opening.count
             for (step, own) in steps {
                 let mine = Array(results[next..<next + own.count])
                 next += own.count

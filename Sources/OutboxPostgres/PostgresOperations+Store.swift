@@ -64,11 +64,15 @@ extension PostgresOperations {
          WITH next AS (
              SELECT o.id FROM operations o
               WHERE o.origin = $1 AND o.lane = $2 AND \(unfinished) AND NOT (o.id = ANY($3::uuid[]))
-                AND (o.depends_on IS NULL OR NOT EXISTS (
-                     SELECT 1 FROM operations d WHERE d.id = o.depends_on AND d.status IN ('pending', 'inProgress')))
+                AND (o.depends_on IS NULL
+                     -- A scalar subquery, one probe of the id index per row: as NOT EXISTS the
+                     -- planner may hash every unfinished operation of the table instead.
+                     OR coalesce((SELECT d.status FROM operations d WHERE d.id = o.depends_on), '') NOT IN ('pending', 'inProgress'))
               ORDER BY o.lane_rank DESC, o.seq LIMIT $4)
          UPDATE operations SET attempts = operations.attempts + 1, instance = $5
-           FROM next WHERE operations.id = next.id AND \(PostgresLanes.heldCondition(holder: 6, fence: 7))
+           FROM next WHERE operations.id = next.id
+            -- The lane is named by the parameters, not by each row: the claim is checked once.
+            AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $6 AND l.fence = $7)
          RETURNING \(summaryColumns.replacingOccurrences(of: "id::text", with: "operations.id::text")
                         .replacingOccurrences(of: "depends_on::text", with: "operations.depends_on::text")),
                    lane_rank, headers::text AS headers, octet_length(body) AS body_length,

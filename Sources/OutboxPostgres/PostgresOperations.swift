@@ -373,7 +373,7 @@ public enum PostgresOperations {
             return value
         }
         let originText = try text("origin")
-        guard let (origin, _) = Origin.parseAbsolute(originText + "/") else { throw DecodeError(column: "origin", value: originText) }
+        guard let origin = PostgresRowText.origin(originText) else { throw DecodeError(column: "origin", value: originText) }
         guard let id = UUID(uuidString: try text("id")) else { throw DecodeError(column: "id", value: result.value(row, "id")) }
         let dependsOn = try result.value(row, "depends_on").map { value throws(DecodeError) -> UUID in
             guard let uuid = UUID(uuidString: value) else { throw DecodeError(column: "depends_on", value: value) }
@@ -421,11 +421,15 @@ public enum PostgresOperations {
 
     // MARK: - Values
 
-    static func headersJSON(_ headers: HTTPHeaders) -> String {
+    package static func headersJSON(_ headers: HTTPHeaders) -> String {
         JSON.array(headers.map { JSON.array([.string($0.name), .string($0.value)]) }).rendered()
     }
 
-    static func headers(fromJSON text: String) -> HTTPHeaders? {
+    /// Headers from the text of their JSON array (the one-pass reader first).
+    static func headers(fromJSON text: String) -> HTTPHeaders? { PostgresRowText.headers(text) }
+
+    /// `headers(fromJSON:)` by the general JSON reader: any valid JSON of that shape.
+    package static func headersReadAsJSON(_ text: String) -> HTTPHeaders? {
         guard let pairs = (try? JSONReader.parse(Array(text.utf8)))?.arrayValue else { return nil }
         var fields: [(name: String, value: String)] = []
         fields.reserveCapacity(pairs.count)
