@@ -211,7 +211,8 @@ declare -a DRAIN=() DRAIN_CPU=()
 if ((SKIP_DRAIN == 0)); then
   source "$HERE/status-poll.sh"
   drain_arm() {  # store keys -> prints operations/s
-    local store=$1 keys=$2 schema="bench_d${1}${2}" script="$HERE/post-1k.lua" T0 DONE0 NGINX
+    # A schema (and data directory) of its own per round: each round drains a queue without history.
+    local store=$1 keys=$2 schema="bench_d${1}${2}r${drain_round}" script="$HERE/post-1k.lua" T0 DONE0 NGINX
     ((keys > 0)) && script="$HERE/post-1k-keyed.lua"
     export KEYS=$keys
     start_outbox "$store" "$schema" "$UP_PORT"
