@@ -148,20 +148,25 @@ extension PostgresQueue {
         reachability.workStored(for: operation.origin)
         // The keeper claims lanes of origins online only: for another, a tick per add would
         // wake its thread thousands of times a second to do nothing.
-        laneGotWork(laneID, claimNow: !forcedOffline && reachability.isOnline(operation.origin))
+        laneGotWork(laneID, claimNow: !forcedOffline && reachability.isOnline(operation.origin),
+                    rank: operation.priority.laneRank(attempted: false))
         completion(.success(operation))
     }
 
-    /// An operation was added to `laneID`: a lane this instance holds looks ahead again, one it
-    /// does not is claimed at the next tick, now unless `claimNow` is false (then at the
-    /// keeper's next regular tick).
-    func laneGotWork(_ laneID: LaneID, claimNow: Bool = true) {
-        let held = book.withLock { book -> Bool in
-            guard var lane = book.lanes[laneID] else { return false }
-            lane.exhausted = false
-            book.lanes[laneID] = lane
-            return true
+    /// An operation of lane rank `rank` was added to `laneID` (nil: operations changed by an
+    /// admin write): a lane this instance holds looks ahead again if it is short of work or the
+    /// operation goes before some of what it took, else at its next refill (a look per add
+    /// would take more and more ahead, counting attempts, while the lane waits); one it does not
+    /// hold is claimed at the next tick, now unless `claimNow` is false (then at the keeper's next
+    /// regular tick).
+    func laneGotWork(_ laneID: LaneID, claimNow: Bool = true, rank: Int? = nil) {
+        let (held, look) = book.withLock { book -> (Bool, Bool) in
+            book.update(laneID) { lane -> (Bool, Bool) in
+                lane.exhausted = false
+                guard let rank, lane.ahead.count >= Self.refillBelow else { return (true, true) }
+                return (true, lane.ahead.contains { $0.rank < rank })
+            } ?? (false, false)
         }
-        if held { lookAhead(in: laneID) } else if claimNow { requestKeeperTick() }
+        if held { if look { lookAhead(in: laneID) } } else if claimNow { requestKeeperTick() }
     }
 }

@@ -83,6 +83,36 @@ struct PostgresStoreFailureTests {
     /// immediate`: no checkpoint, every session cut) and started again: every write answered
     /// `202` is there afterwards, the others were answered `503 store_unavailable`, and the
     /// writes after the restart are stored again.
+    /// A lane this instance holds takes ahead what it can send soon, not more: writes that keep
+    /// arriving behind an attempt that does not end (queued to keep their lane's order) are
+    /// left in the database uncounted, instead of each one taking another 64 ahead with their
+    /// attempts counted.
+    @Test func aHeldLaneTakesAheadOnlyWhatItCanSendSoon() async throws {
+        let server = try await TestStore.server()
+        let schema = Self.newSchema()
+        let gate = Gate()
+        defer { gate.open() }
+        let upstream = try TestUpstream { _ in .hold(until: gate, then: .respond(.text("ok"))) }
+        let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.config(server, schema: schema))
+        #expect(try outbox.send("PUT", "/admin/connectivity", body: #"{"mode":"offline"}"#).status == 200)
+        #expect(try outbox.send("POST", "/items", body: "first").status == 202)
+        #expect(try outbox.send("PUT", "/admin/connectivity", body: #"{"mode":"auto"}"#).status == 200)
+        _ = try await upstream.waitForRequests(1)
+        let writes = 300
+        for n in 0..<writes {
+            let response = try outbox.send("POST", "/items", body: "behind-\(n)")
+            #expect(response.status == 202, "write \(n) was not queued behind the first: \(response.status)")
+        }
+        let counted = try await PostgresServer.blocking { () -> Int in
+            let connection = try PostgresConnection(server.conninfo)
+            defer { connection.close() }
+            let rows = try connection.execute("SELECT count(*) FROM \(schema).operations WHERE attempts > 0")
+            return Int(rows.rows.first?.first.flatMap { $0 } ?? "") ?? -1
+        }
+        // The attempt in flight, one look ahead (64) and at most one more started as it ran low.
+        #expect((1...(1 + 2 * 64)).contains(counted), "\(counted) of \(writes + 1) operations have an attempt counted")
+    }
+
     @Test func anImmediateRestartOfTheDatabaseUnderLoadLosesNoAcknowledgedWrite() async throws {
         let server = try await PostgresServer.blocking { try PostgresServer.start() }
         defer { server.stop() }
