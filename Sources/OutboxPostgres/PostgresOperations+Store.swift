@@ -68,17 +68,18 @@ extension PostgresOperations {
                      -- A scalar subquery, one probe of the id index per row: as NOT EXISTS the
                      -- planner may hash every unfinished operation of the table instead.
                      OR coalesce((SELECT d.status FROM operations d WHERE d.id = o.depends_on), '') NOT IN ('pending', 'inProgress'))
-              ORDER BY o.lane_rank DESC, o.seq LIMIT $4)
-         UPDATE operations SET attempts = operations.attempts + 1, instance = $5
+              ORDER BY o.lane_rank DESC, o.seq LIMIT \(max(1, limit)))
+         UPDATE operations SET attempts = operations.attempts + 1, instance = $4
            FROM next WHERE operations.id = next.id
             -- The lane is named by the parameters, not by each row: the claim is checked once.
-            AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $6 AND l.fence = $7)
+            -- The limit is in the text: a plan made once for any values knows how few rows come.
+            AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $5 AND l.fence = $6)
          RETURNING \(summaryColumns.replacingOccurrences(of: "id::text", with: "operations.id::text")
                         .replacingOccurrences(of: "depends_on::text", with: "operations.depends_on::text")),
                    lane_rank, headers::text AS headers, octet_length(body) AS body_length,
                    CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
                    (SELECT d.status FROM operations d WHERE d.id = operations.depends_on) AS dependency_status
-         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .int64(Int64(limit)), .text(instance),
+         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .text(instance),
                .text(holder), .int64(fence)])
     }
 
