@@ -72,7 +72,6 @@ extension PostgresOperations {
          UPDATE operations SET attempts = operations.attempts + 1, instance = $4
            FROM next WHERE operations.id = next.id
             -- The lane is named by the parameters, not by each row: the claim is checked once.
-            -- The limit is in the text: a plan made once for any values knows how few rows come.
             AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $5 AND l.fence = $6)
          RETURNING \(summaryColumns.replacingOccurrences(of: "id::text", with: "operations.id::text")
                         .replacingOccurrences(of: "depends_on::text", with: "operations.depends_on::text")),

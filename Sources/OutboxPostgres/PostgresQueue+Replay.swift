@@ -424,13 +424,7 @@ extension PostgresQueue {
         let limit = Self.refillBelow * 2
         let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
                                                      instance: instance, holder: holder, fence: claim.fence)
-        read({ connection throws(PostgresError) in
-            // Planned once per connection: the statement has one shape for every lane (the
-            // connection plans its other reads for their values).
-            let results = try connection.pipeline([("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", []),
-                                                   (statement.sql, statement.parameters), ("COMMIT", [])])
-            return [results[2]]
-        }) { [self] result in
+        read({ connection throws(PostgresError) in [try connection.execute(statement.sql, statement.parameters)] }) { [self] result in
             var found: [Ahead] = []
             var failed = false
             switch result {
