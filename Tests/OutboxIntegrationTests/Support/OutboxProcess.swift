@@ -178,7 +178,10 @@ final class OutboxProcess: Sendable, CustomStringConvertible {
     /// The CPU time the proxy has used so far, user and system (`utime` + `stime` in
     /// /proc/PID/stat), in seconds.
     func cpuSeconds() throws -> Double {
-        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // A process that is gone says how it ended and what it wrote last, not just ENOENT.
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else {
+            throw HarnessError("no /proc/\(pid)/stat: the proxy is gone (\(child.observed.value.exit.map { "\($0)" } ?? "no exit seen yet"))\n\(self)")
+        }
         // The fields after the command name, which is in parentheses and may hold spaces:
         // state is field 3, utime 14 and stime 15.
         guard let end = stat.lastIndex(of: ")") else { throw HarnessError("no command name in /proc/\(pid)/stat") }
