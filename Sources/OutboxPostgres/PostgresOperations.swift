@@ -43,22 +43,11 @@ public enum PostgresOperations {
 
     // MARK: - Writes
 
-    /// Adds `request` in `state` to the shared queue, unless its origin holds its key already,
-    /// and reads back the operation holding the key (this one, or the one stored first, by any
-    /// instance): the lane's row is locked first (`PostgresLanes.enter`), so adds of one lane
-    /// commit in `seq` order, and the lane counts the operation only if it was inserted.
-    public static func add(_ request: OperationRequest, _ state: OperationState = OperationState()) throws -> [Statement] {
-        let lane = request.orderingKey ?? ""
-        let origin = request.origin.description
-        let id = request.id.lowercasedText
-        let insert: Statement = ("""
-            INSERT INTO operations (\(insertColumns))
-            VALUES (\(placeholders(from: 1)))
-            ON CONFLICT (origin, idempotency_key) DO NOTHING
-            """, try rowValues(request, state))
-        return [PostgresLanes.enter(origin: origin, lane: lane), insert,
-                PostgresLanes.added(origin: origin, lane: lane, operation: id),
-                byKey(request.idempotencyKey, origin: request.origin)]
+    /// Adds `request` to the shared queue, unless its origin holds its key already, and reads
+    /// back the operation holding the key (this one, or the one stored first, by any instance):
+    /// `addMany` of one request, then `byKey`.
+    public static func add(_ request: OperationRequest) -> [Statement] {
+        addMany([request]) + [byKey(request.idempotencyKey, origin: request.origin)]
     }
 
     /// Most adds one `INSERT` carries: a bound on one statement's size.
@@ -152,30 +141,6 @@ public enum PostgresOperations {
     static func byKeys(_ keys: [String], origin: String) -> Statement {
         ("SELECT \(summaryColumns) FROM operations WHERE origin = $1 AND idempotency_key = ANY($2::text[])",
          [.text(origin), .text(textArray(keys))])
-    }
-
-    static let insertColumns = """
-        id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body, priority, tag, depends_on,
-        created_at, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error
-        """
-
-    /// `$n::uuid, $n+1, …` for one row of `insertColumns`.
-    static func placeholders(from first: Int) -> String {
-        let casts = [0: "::uuid", 8: "::jsonb", 12: "::uuid"]
-        return (0..<21).map { "$\(first + $0)" + (casts[$0] ?? "") }.joined(separator: ", ")
-    }
-
-    /// The values of `insertColumns` for `request` in `state`; throws when a spilled body
-    /// cannot be read back.
-    static func rowValues(_ request: OperationRequest, _ state: OperationState) throws -> [PostgresValue] {
-        let body = try request.spilledBody.map { try $0.bytes().get() } ?? request.body
-        return [.text(request.id.lowercasedText), .text(request.origin.description), .text(request.orderingKey ?? ""),
-                .text(request.idempotencyKey), .bytes(request.fingerprint), .bytes(request.credentials), .text(request.method),
-                .text(request.target), .text(headersJSON(request.headers)), .bytes(body), .int64(Int64(request.priority.rawValue)),
-                optional(request.tag), optional(request.dependsOn?.lowercasedText), .int64(request.createdAt),
-                .text(state.status.rawValue), .int64(Int64(request.priority.laneRank(attempted: state.attempts > 0))),
-                .int64(Int64(state.attempts)), .int64(Int64(state.retryCount)), optional(state.lastAttemptAt),
-                optional(state.nextAttemptAt), optional(state.lastError)]
     }
 
     /// `values` as a PostgreSQL text array literal, each element quoted (`"`, `\` escaped).

@@ -31,9 +31,8 @@ struct PostgresOperationsTests {
         return request
     }
 
-    static func add(_ connection: PostgresConnection, _ request: OperationRequest,
-                    _ state: OperationState = OperationState()) throws -> PostgresOperations.Row {
-        let statements = try PostgresOperations.add(request, state)
+    static func add(_ connection: PostgresConnection, _ request: OperationRequest) throws -> PostgresOperations.Row {
+        let statements = PostgresOperations.add(request)
         let results = try connection.pipeline([("BEGIN", [])] + statements.map { ($0.sql, $0.parameters) } + [("COMMIT", [])])
         return try PostgresOperations.summary(results[statements.count], row: 0)
     }

@@ -59,22 +59,32 @@ struct ReplayOutcomeTests {
             == .failed(error: "refused: the target resolves to the internal address 169.254.169.254"))
     }
 
-    @Test("an attempt not sent spends no retry, even the last one, and is tried again a second later")
-    func notSentSpendsNoRetry() {
-        var config = OutboxConfig.Retry(preset: .linear)
-        config.maxRetries = 1
-        let policy = RetryPolicy(config)
+    static let now: Int64 = 1_000_000
+
+    /// The attempt in progress of an operation whose retries are all spent (`maxRetries` of the
+    /// preset's policy), and the state `ending` it leads to at `now`.
+    static func lastRetryAttempt(preset: RetryPreset, maxRetries: Int, ending: AttemptOutcome,
+                                 retryAfter: Double?) -> (inProgress: OperationState, next: OperationState) {
+        var config = OutboxConfig.Retry(preset: preset)
+        config.maxRetries = maxRetries
         var random = ReplayTestRandom(seed: 7)
         var state = OperationState()
-        state.retryCount = 1  // the last retry the policy allows is spent
-        let now: Int64 = 1_000_000
+        state.retryCount = maxRetries
         let inProgress = ReplayTransition.startAttempt(current: state, now: now)
-        let next = ReplayTransition.nextState(current: inProgress, outcome: .notSent(error: "local resources exhausted: x"),
-                                              now: now, policy: policy, retryAfter: 30, random: &random)
+        let next = ReplayTransition.nextState(current: inProgress, outcome: ending, now: now, policy: RetryPolicy(config),
+                                              retryAfter: retryAfter, random: &random)
+        return (inProgress, next)
+    }
+
+    @Test("an attempt not sent spends no retry, even the last one, and is tried again a second later")
+    func notSentSpendsNoRetry() {
+        let (inProgress, next) = Self.lastRetryAttempt(preset: .linear, maxRetries: 1, ending: .notSent(error: "local resources exhausted: x"),
+                                                       retryAfter: 30)
         #expect(next.status == .pending)
         #expect(next.retryCount == 1, "no retry is spent")
-        #expect(next.attempts == state.attempts, "the next attempt carries the same Outbox-Attempt number")
-        #expect(next.nextAttemptAt == now + 1000, "neither the backoff nor a Retry-After applies")
+        #expect(next.attempts == OperationState().attempts, "the next attempt carries the same Outbox-Attempt number")
+        #expect(inProgress.attempts == OperationState().attempts + 1)
+        #expect(next.nextAttemptAt == Self.now + 1000, "neither the backoff nor a Retry-After applies")
         #expect(next.lastError == "local resources exhausted: x")
     }
 
@@ -90,21 +100,13 @@ struct ReplayOutcomeTests {
 
     @Test("a held operation stays pending with its retries unspent, its error auth: <status>, due again after maxDelaySeconds")
     func authRequiredSpendsNoRetry() {
-        var config = OutboxConfig.Retry(preset: .default)
-        config.maxRetries = 2
-        let policy = RetryPolicy(config)
-        var random = ReplayTestRandom(seed: 7)
-        var state = OperationState()
-        state.retryCount = 2  // every retry spent: a 503 now would fail it
-        let now: Int64 = 1_000_000
-        let inProgress = ReplayTransition.startAttempt(current: state, now: now)
-        let next = ReplayTransition.nextState(current: inProgress, outcome: .authRequired(status: 401), now: now, policy: policy,
-                                              retryAfter: 5, random: &random)
+        // Every retry spent: a 503 now would fail it.
+        let (inProgress, next) = Self.lastRetryAttempt(preset: .default, maxRetries: 2, ending: .authRequired(status: 401), retryAfter: 5)
         #expect(next.status == .pending)
         #expect(next.retryCount == 2, "no retry is spent")
         #expect(next.attempts == inProgress.attempts, "the attempt was made: its number stays counted")
         #expect(next.lastError == "auth: 401")
-        #expect(next.nextAttemptAt == now + 60_000, "held until maxDelaySeconds, whatever Retry-After says")
+        #expect(next.nextAttemptAt == Self.now + 60_000, "held until maxDelaySeconds, whatever Retry-After says")
     }
 
     @Test("only configured statuses are retried, and 409 stays a conflict even if configured")
