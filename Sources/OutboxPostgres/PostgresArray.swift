@@ -63,14 +63,14 @@ struct PostgresArray {
         if let text { append(text: text) } else { appendNull() }
     }
 
-    /// `jsonb`'s binary form: a version byte (1), then the JSON text.
-    mutating func append(jsonb text: String) {
-        var text = text
-        text.withUTF8 { utf8 in
-            append32(Int32(utf8.count + 1))
-            bytes.append(1)
-            bytes.append(contentsOf: utf8)
-        }
+    /// `jsonb`'s binary form (a version byte, 1, then the JSON text), its text written by `write`
+    /// straight into the array.
+    mutating func append(jsonbWrittenBy write: (inout [UInt8]) -> Void) {
+        let start = bytes.count
+        append32(0)  // the length, set below
+        bytes.append(1)
+        write(&bytes)
+        Self.put(Int32(bytes.count - start - 4), into: &bytes, at: start)
         count += 1
     }
 

@@ -53,34 +53,47 @@ extension PostgresOperations {
 
     /// Takes the next `limit` operations of a lane held by `holder` under `fence`, leaving out
     /// `excluding` (those the holder has already) and those whose dependency has not ended
-    /// (`QueueRules.dependency`: they wait out of order), and counts one more attempt for each:
-    /// that count is committed before any of them is sent, so an attempt sent after a crash is
-    /// numbered past every one sent before it (SPEC §4). An operation left `inProgress` by a
-    /// holder that stopped is taken too: it is sent again. The rows come back in any order;
-    /// `aheadRow` decodes them, and the caller sorts them by rank and `seq`.
-    public static func takeAhead(origin: String, lane: String, excluding: [UUID], limit: Int, instance: String,
+    /// (`QueueRules.dependency`: they wait out of order), and marks on the lane's row how far in
+    /// its order they reach (schema v4): a claim that takes the lane over from a holder that
+    /// stopped first counts one more attempt for every operation up to that mark, so an attempt
+    /// sent after a crash is numbered past every one sent before it (SPEC §4), and no operation's
+    /// row is written to take it. Nothing comes back unless the mark was written, under the lane
+    /// row's lock: a holder whose claim was just taken over takes nothing. An operation left
+    /// `inProgress` by a holder that stopped is taken too: it is sent again. The rows come back
+    /// in any order; `aheadRow` decodes them, and the caller sorts them by rank and `seq`.
+    public static func takeAhead(origin: String, lane: String, excluding: [UUID], limit: Int,
                                  holder: String, fence: Int64) -> Statement {
         ("""
          WITH next AS (
-             SELECT o.id FROM operations o
+             SELECT \(summaryColumns), lane_rank, headers::text AS headers, octet_length(body) AS body_length,
+                    CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
+                    (SELECT d.status FROM operations d WHERE d.id = o.depends_on) AS dependency_status
+               FROM operations o
               WHERE o.origin = $1 AND o.lane = $2 AND \(unfinished) AND NOT (o.id = ANY($3::uuid[]))
                 AND (o.depends_on IS NULL
                      -- A scalar subquery, one probe of the id index per row: as NOT EXISTS the
                      -- planner may hash every unfinished operation of the table instead.
                      OR coalesce((SELECT d.status FROM operations d WHERE d.id = o.depends_on), '') NOT IN ('pending', 'inProgress'))
-              ORDER BY o.lane_rank DESC, o.seq LIMIT \(max(1, limit)))
-         UPDATE operations SET attempts = operations.attempts + 1, instance = $4
-           FROM next WHERE operations.id = next.id
-            -- The lane is named by the parameters, not by each row: the claim is checked once.
-            AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $5 AND l.fence = $6)
-         RETURNING \(summaryColumns.replacingOccurrences(of: "id::text", with: "operations.id::text")
-                        .replacingOccurrences(of: "depends_on::text", with: "operations.depends_on::text")),
-                   lane_rank, headers::text AS headers, octet_length(body) AS body_length,
-                   CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
-                   (SELECT d.status FROM operations d WHERE d.id = operations.depends_on) AS dependency_status
-         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .text(instance),
-               .text(holder), .int64(fence)])
+              ORDER BY o.lane_rank DESC, o.seq LIMIT \(max(1, limit))),
+         -- The furthest of them in the lane's order: the lowest rank, and its latest seq.
+         last AS (
+             SELECT r.lane_rank, (SELECT max(seq) FROM next WHERE next.lane_rank = r.lane_rank) AS seq
+               FROM (SELECT min(lane_rank) AS lane_rank FROM next) r WHERE r.lane_rank IS NOT NULL),
+         marked AS (
+             -- The mark only moves further in the lane's order (what is here was taken with an
+             -- earlier one left out); the row is written either way, which checks the claim.
+             UPDATE lanes l
+                SET taken_rank = CASE WHEN \(further) THEN last.lane_rank ELSE l.taken_rank END,
+                    taken_seq = CASE WHEN \(further) THEN last.seq ELSE l.taken_seq END
+               FROM last
+              WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $4 AND l.fence = $5
+             RETURNING 1)
+         SELECT * FROM next WHERE EXISTS (SELECT 1 FROM marked)
+         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .text(holder), .int64(fence)])
     }
+
+    /// The last operation taken (`last`) lies further in the lane's order than the lane's mark.
+    private static let further = "(l.taken_seq IS NULL OR last.lane_rank < l.taken_rank OR (last.lane_rank = l.taken_rank AND last.seq > l.taken_seq))"
 
     /// An operation taken ahead: its row, its request (nil while its body is too large to have
     /// come along), its place in the lane and its dependency's status.
@@ -118,15 +131,6 @@ extension PostgresOperations {
         ("SELECT \(summaryColumns), headers::text AS headers, body FROM operations WHERE id = $1::uuid", [.text(id.lowercasedText)])
     }
 
-    /// The attempt counts of operations a holder took ahead and never sent, given back as it
-    /// lets its lane go (a clean stop): their next attempt carries the number they would have.
-    public static func giveBack(_ ids: [UUID], holder: String, fence: Int64) -> Statement {
-        ("""
-         UPDATE operations SET attempts = attempts - 1
-          WHERE id = ANY($1::uuid[]) AND \(unfinished) AND attempts > 0 AND \(PostgresLanes.heldCondition(holder: 2, fence: 3))
-         """, [.text(uuidArray(ids)), .text(holder), .int64(fence)])
-    }
-
     /// What of the held operations `ids` is still there and unfinished, with their states: a
     /// holder's look after its lane was poked.
     public static func stillUnfinished(_ ids: [UUID]) -> Statement {
@@ -159,9 +163,14 @@ extension PostgresOperations {
         ("SELECT DISTINCT lane FROM operations WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
     }
 
-    /// How many of `ids` the database still has as pending.
+    /// How many of `ids` the database still has as pending: one probe of the id index each (as
+    /// `id = ANY(…) AND status = …` the planner could AND the ids' bitmap with one of every
+    /// pending operation, a scan of the whole queue at each status poll while it drains).
     public static func pendingAmong(_ ids: [UUID]) -> Statement {
-        ("SELECT count(*) AS n FROM operations WHERE id = ANY($1::uuid[]) AND status = 'pending'", [.text(uuidArray(ids))])
+        ("""
+         SELECT count(*) AS n FROM unnest($1::uuid[]) AS flying(id)
+          WHERE (SELECT o.status FROM operations o WHERE o.id = flying.id) = 'pending'
+         """, [.text(uuidArray(ids))])
     }
 
     /// Every operation's unfinished count, for `drain`.

@@ -95,7 +95,7 @@ public enum PostgresOperations {
                 credentials.append(bytes: request.credentials)
                 methods.append(text: request.method)
                 targets.append(text: request.target)
-                headers.append(jsonb: headersJSON(request.headers))
+                headers.append(jsonbWrittenBy: { appendHeadersJSON(request.headers, to: &$0) })
                 bodies.append(bytes: body)
                 priorities.append(int2: Int16(request.priority.rawValue))
                 tags.append(text: request.tag)
@@ -251,7 +251,7 @@ public enum PostgresOperations {
                 return
             }
             statuses.append(int4: Int32(clamping: answer.status))
-            headers.append(jsonb: headersJSON(answer.headers))
+            headers.append(jsonbWrittenBy: { appendHeadersJSON(answer.headers, to: &$0) })
             bodies.append(bytes: answer.body)
             omitted.append(int8: answer.omittedBodySize.map(Int64.init))
         }
@@ -277,8 +277,10 @@ public enum PostgresOperations {
                    conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
               FROM v
              WHERE o.id = v.id AND o.status IN ('pending', 'inProgress')
-               AND EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane
-                              AND l.holder = v.holder AND l.fence = v.fence)
+               -- A scalar subquery, checked on each row found by its id: as EXISTS the planner
+               -- joined the lanes first and walked each lane's unfinished rows for the id.
+               AND (SELECT l.holder = v.holder AND l.fence = v.fence FROM lanes l
+                     WHERE l.origin = o.origin AND l.lane = o.lane)
             RETURNING o.id, o.origin, o.lane, v.finished_at IS NOT NULL AS finished),
         counted AS (
             SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
@@ -387,7 +389,25 @@ public enum PostgresOperations {
     // MARK: - Values
 
     package static func headersJSON(_ headers: HTTPHeaders) -> String {
-        JSON.array(headers.map { JSON.array([.string($0.name), .string($0.value)]) }).rendered()
+        var out: [UInt8] = []
+        appendHeadersJSON(headers, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `headersJSON` written into `out`: once per stored request and per outcome, so without a
+    /// `JSON` tree or a `String` of its own.
+    static func appendHeadersJSON(_ headers: HTTPHeaders, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        var first = true
+        for field in headers {
+            out.append(contentsOf: first ? [UInt8(ascii: "[")] : [UInt8(ascii: ","), UInt8(ascii: "[")])
+            first = false
+            JSON.appendQuoted(field.name, to: &out)
+            out.append(UInt8(ascii: ","))
+            JSON.appendQuoted(field.value, to: &out)
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "]"))
     }
 
     /// Headers from the text of their JSON array (the one-pass reader first).

@@ -251,8 +251,8 @@ extension PostgresQueue {
         }
     }
 
-    /// At a clean stop: gives back the attempts counted for operations taken ahead and never
-    /// sent, and lets every lane go.
+    /// At a clean stop: lets every lane go (the attempts of what was taken ahead and never sent
+    /// were never counted: a clean release clears the lane's mark).
     func releaseAll(on connection: PostgresConnection) {
         let lanes = book.withLock { book -> [HeldLane] in
             defer { book = LaneBook() }
@@ -260,11 +260,6 @@ extension PostgresQueue {
         }
         for lane in lanes {
             do throws(PostgresError) {
-                let unsent = lane.ahead.filter { $0.marked > $0.snapshot.state.attempts }.map(\.id)
-                if !unsent.isEmpty {
-                    let statement = PostgresOperations.giveBack(unsent, holder: holder, fence: lane.claim.fence)
-                    try connection.execute(statement.sql, statement.parameters)
-                }
                 try PostgresLanes.release(connection, lane.claim, holder: holder)
             } catch {
                 logger.warn("store_release_failed", ["origin": lane.claim.origin, "error": "\(error)"])

@@ -7,29 +7,30 @@ import Synchronization
 /// shared queue that lives in this instance's memory.
 struct LaneBook: Sendable {
     var lanes: [LaneID: HeldLane] = [:]
-    /// The held lanes of each origin (by its text), for `takeWork`.
-    var byOrigin: [String: Set<LaneID>] = [:]
+    /// The held lanes of each origin (by its text) in turn order, for `takeWork`: a lane that
+    /// delivered goes behind the others of its origin.
+    var byOrigin: [String: [LaneID]] = [:]
     /// The lane of each operation in flight, or whose state `record` is writing.
     var inFlight: [UUID: LaneID] = [:]
-    /// Turns handed out: a lane that delivered goes behind the others of its origin.
-    var nextTurn: UInt64 = 0
-    /// Each lane's last turn.
-    var turns: [LaneID: UInt64] = [:]
 
     mutating func add(_ lane: HeldLane, as id: LaneID) {
-        lanes[id] = lane
-        turns[id] = nextTurn
-        nextTurn += 1
-        byOrigin[id.origin, default: []].insert(id)
+        if lanes.updateValue(lane, forKey: id) == nil { byOrigin[id.origin, default: []].append(id) }
     }
 
     mutating func remove(_ id: LaneID) -> HeldLane? {
         guard let lane = lanes.removeValue(forKey: id) else { return nil }
-        turns[id] = nil
-        byOrigin[id.origin]?.remove(id)
+        byOrigin[id.origin]?.removeAll { $0 == id }
         if byOrigin[id.origin]?.isEmpty == true { byOrigin[id.origin] = nil }
         if let flying = lane.inFlight { inFlight[flying.id] = nil }
         return lane
+    }
+
+    /// `id`, which just delivered, takes its turn after the other lanes of its origin.
+    mutating func tookTurn(_ id: LaneID) {
+        guard var order = byOrigin.removeValue(forKey: id.origin), let index = order.firstIndex(of: id) else { return }
+        order.remove(at: index)
+        order.append(id)
+        byOrigin[id.origin] = order
     }
 
     func held(origin: String) -> Int { byOrigin[origin]?.count ?? 0 }
@@ -132,8 +133,7 @@ extension PostgresQueue {
         let step = book.withLock { book -> Step in
             guard let held = book.byOrigin[origin.description] else { return .idle }
             var earliest: Int64?
-            // Turns are read from their own table: reading one from a lane would copy the lane.
-            for laneID in held.sorted(by: { (book.turns[$0] ?? 0) < (book.turns[$1] ?? 0) }) {
+            for laneID in held {
                 // In place: a copy of the lane out of the table would copy its operations ahead.
                 let step = book.update(laneID) { lane -> Step? in
                     guard lane.inFlight == nil, !lane.releasing, let head = lane.ahead.first else { return nil }
@@ -177,8 +177,7 @@ extension PostgresQueue {
                 guard let step = step ?? nil else { continue }
                 switch step {
                 case .attempt(let attempt, _, _, _, _):
-                    book.turns[laneID] = book.nextTurn
-                    book.nextTurn += 1
+                    book.tookTurn(laneID)
                     book.inFlight[attempt.id] = laneID
                 case .failDependent(let id, _):
                     book.inFlight[id] = laneID
@@ -423,7 +422,7 @@ extension PostgresQueue {
         }) else { return }
         let limit = Self.refillBelow * 2
         let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
-                                                     instance: instance, holder: holder, fence: claim.fence)
+                                                     holder: holder, fence: claim.fence)
         read({ connection throws(PostgresError) in [try connection.execute(statement.sql, statement.parameters)] }) { [self] result in
             var found: [Ahead] = []
             var failed = false
@@ -435,9 +434,9 @@ extension PostgresQueue {
                         let taken = try PostgresOperations.aheadRow(rows, row: row)
                         var snapshot = taken.row.snapshot
                         var state = snapshot.state
-                        // The count includes the attempt just marked; the state says what was made.
-                        let marked = state.attempts
-                        state.attempts = max(0, marked - 1)
+                        // Its next attempt is counted by the lane's mark just written: a takeover
+                        // would add it.
+                        let marked = state.attempts + 1
                         if state.status == .inProgress { state.status = .pending }
                         snapshot.state = state
                         found.append(Ahead(snapshot: snapshot, seq: taken.row.seq, rank: taken.rank, request: taken.request,

@@ -148,6 +148,48 @@ struct PostgresLanesTests {
         #expect(releasedByA == false)
     }
 
+    /// What a holder took ahead is marked on its lane: a claim that takes the lane over counts
+    /// one attempt for each unfinished operation up to that mark (the old holder may have sent
+    /// any of them) and for none past it; a holder whose claim was taken over takes nothing; a
+    /// clean release leaves the next claim nothing to count.
+    @Test func aTakeoverCountsAnAttemptForWhatTheOldHolderTookAheadAndNoMore() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://marks.test"
+        let (afterTakeover, takenByOldHolder, afterRelease) = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            for n in 0..<5 { try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "key\(n)")) }
+            func attempts() throws -> [String] {
+                try connection.execute("SELECT attempts FROM operations WHERE origin = $1 ORDER BY seq", [.text(origin)])
+                    .rows.map { $0[0] ?? "NULL" }
+            }
+            func take(_ claim: LaneClaim?, _ holder: String, limit: Int) throws -> Int {
+                let statement = PostgresOperations.takeAhead(origin: origin, lane: "", excluding: [], limit: limit, holder: holder,
+                                                             fence: claim?.fence ?? -1)
+                return try connection.execute(statement.sql, statement.parameters).rows.count
+            }
+            let a = try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first
+            #expect(try take(a, "a", limit: 3) == 3)
+            // Taken again with the first ones left out: the mark moves on, never back.
+            #expect(try take(a, "a", limit: 1) == 1)
+            try connection.execute("UPDATE lanes SET lease_until = now() - interval '1 second' WHERE origin = $1", [.text(origin)])
+            let b = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1).first
+            #expect(b?.takenOver == true)
+            let afterTakeover = try attempts()
+            let takenByOldHolder = try take(a, "a", limit: 10)
+            #expect(try take(b, "b", limit: 10) == 5)
+            if let b { try PostgresLanes.release(connection, b, holder: "b") }
+            let c = try PostgresLanes.claim(connection, origin: origin, holder: "c", leaseSeconds: 30, limit: 1).first
+            #expect(c?.takenOver == false)
+            return (afterTakeover, takenByOldHolder, try attempts())
+        }
+        // The mark of `take(limit: 3)` covered the first three; the one taken with limit 1 took
+        // the first (nothing was left out), so the mark stayed at the third.
+        #expect(afterTakeover == ["1", "1", "1", "0", "0"])
+        #expect(takenByOldHolder == 0, "a holder whose claim was taken over took \(takenByOldHolder)")
+        #expect(afterRelease == ["1", "1", "1", "0", "0"], "a clean release left an attempt to count: \(afterRelease)")
+    }
+
     @Test func aLaneWithoutWorkIsNotClaimedAndItsRowGoesWithTheRelease() async throws {
         let queue = try await Queue.make()
         let origin = "http://empty.test"

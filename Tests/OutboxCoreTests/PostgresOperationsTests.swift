@@ -208,8 +208,10 @@ struct PostgresOperationsTests {
                 // The store's own: the proxy's question, a lane's operations taken ahead, and a
                 // batch of fenced states (each reads the rows it changes by their unique index).
                 ("operations_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
+                // The status poll's look at what this instance has in flight.
+                ("operations_id_key", PostgresOperations.pendingAmong([UUID(), UUID(), UUID()])),
                 ("operations_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [UUID()],
-                                                                      limit: 64, instance: "i", holder: "h", fence: 1)),
+                                                                      limit: 64, holder: "h", fence: 1)),
                 ("operations_id_key", PostgresOperations.recordMany([
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
                                                   priority: .normal, instance: "i", holder: "h", fence: 1),
@@ -234,6 +236,8 @@ struct PostgresOperationsTests {
             let nodes = try Self.planNodes(plan)
             #expect(!nodes.contains { $0.type == "Seq Scan" || $0.type == "Sort" }, "\(index): \(plan)")
             #expect(nodes.contains { $0.index == index }, "\(index) not used: \(plan)")
+            // Nor does it combine its index with a broad one (every pending operation's entries).
+            #expect(!nodes.contains { $0.type == "BitmapAnd" }, "\(index): \(plan)")
         }
         for (index, plan) in plans.1 {
             let nodes = try Self.planNodes(plan)
