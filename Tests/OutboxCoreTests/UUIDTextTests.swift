@@ -36,35 +36,45 @@ struct UUIDTextTests {
         }
     }
 
-    @Test("generated UUIDs: version 4 with the RFC variant, canonical lowercase text, unique, every random bit varies")
+    @Test("generated UUIDs: version 7 with the RFC variant, the time first, canonical lowercase text, unique, every random bit varies")
     func generatedUUIDs() {
         let source = RandomUUIDs()
         var seen = Set<UUID>()
         var ones = [UInt8](repeating: 0, count: 16)
         var zeros = [UInt8](repeating: 0, count: 16)
-        // Several refills of the 4 KiB buffer (256 UUIDs each).
-        for _ in 0..<2_000 {
-            let uuid = source.next()
+        var previous = ""
+        // Several refills of the 4 KiB buffer (256 UUIDs each), ten to a millisecond.
+        for n in 0..<2_000 {
+            let millis = Int64(0x0123_4567_89AB) + Int64(n / 10)
+            let uuid = source.next(millis: { millis })
             let bytes = withUnsafeBytes(of: uuid.uuid) { Array($0) }
-            #expect(bytes[6] >> 4 == 4, "version nibble of \(uuid)")
+            #expect(bytes[6] >> 4 == 7, "version nibble of \(uuid)")
             #expect(bytes[8] >> 6 == 0b10, "variant bits of \(uuid)")
+            #expect(bytes[0..<6].reduce(0) { $0 << 8 | Int64($1) } == millis, "time of \(uuid)")
             let text = UUIDText.lowercase(uuid)
             #expect(text == uuid.uuidString.lowercased())
             #expect(UUIDText.parse(text)?.0 == uuid)
             #expect(seen.insert(uuid).inserted, "\(uuid) came twice")
-            for index in 0..<16 {
+            // A later millisecond sorts after, as text (the database's order of a key) too.
+            if n % 10 == 0 { #expect(text > previous, "\(text) after \(previous)") }
+            previous = text
+            for index in 6..<16 {
                 ones[index] |= bytes[index]
                 zeros[index] |= ~bytes[index]
             }
         }
-        // Every bit but the six fixed ones was seen as 0 and as 1: the bytes are random, not a
-        // constant or a counter's low bits.
+        // Every bit after the time but the six fixed ones was seen as 0 and as 1: the bytes are
+        // random, not a constant or a counter's low bits.
         ones[6] |= 0xF0
         zeros[6] |= 0xF0
         ones[8] |= 0xC0
         zeros[8] |= 0xC0
-        #expect(ones == [UInt8](repeating: 0xFF, count: 16))
-        #expect(zeros == [UInt8](repeating: 0xFF, count: 16))
+        #expect(ones[6...] == [UInt8](repeating: 0xFF, count: 10)[...])
+        #expect(zeros[6...] == [UInt8](repeating: 0xFF, count: 10)[...])
+        // The wall clock's time by default.
+        let before = WallClock.millis()
+        let now = withUnsafeBytes(of: source.next().uuid) { Array($0) }[0..<6].reduce(0) { $0 << 8 | Int64($1) }
+        #expect((before...WallClock.millis()).contains(now))
     }
 
     @Test func everyNonHexCharacter_AtEveryDigitPosition_IsRefused_AndEveryHexOneRead() {
