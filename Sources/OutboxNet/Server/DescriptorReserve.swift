@@ -59,6 +59,23 @@ package final class DescriptorReserve: Sendable {
         for fd in placeholders { close(fd) }
     }
 
+    /// After a socket call took a descriptor: when it was the process's last, lets the reserve
+    /// go at once. Otherwise the process would have none until Outbox's next socket call fails,
+    /// which may come only after the loop has served other events: a window in which
+    /// libdispatch's monitor, opening its `/proc` file, aborts the process. One `fcntl` and one
+    /// `close` per new socket.
+    package func tookOne() {
+        guard !isShort else { return }
+        let last = state.withLock { state -> Bool in
+            guard let placeholder = state.held.first else { return false }
+            let probe = fcntl(placeholder, F_DUPFD_CLOEXEC, 0)
+            guard probe >= 0 else { return errno == EMFILE || errno == ENFILE }
+            close(probe)
+            return false
+        }
+        if last { release() }
+    }
+
     /// While short: tries to take the reserve back, with one descriptor to spare (so the next
     /// socket call does not take the process's last one), at most every `retryInterval`.
     /// True when Outbox may open sockets again.

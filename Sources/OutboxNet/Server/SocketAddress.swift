@@ -173,6 +173,7 @@ package enum Sockets {
             reserve.release()
             return .resourcesExhausted(error)
         }
+        reserve.tookOne()
         setNoDelay(fd)
         return .connection(fd, peer)
     }
@@ -189,6 +190,7 @@ package enum Sockets {
             if error.isResourceShortage { reserve.release() }
             return .failure(error)
         }
+        reserve.tookOne()
         setNoDelay(fd)
         var copy = address
         let rc = withUnsafePointer(to: &copy.storage) {
