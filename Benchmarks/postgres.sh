@@ -173,11 +173,23 @@ post_202s() {  # seconds script -> sets RPS; fails on any answer other than 202
   if grep -q "Socket errors" "$RUN/wrk.txt"; then cat "$RUN/wrk.txt" >&2; die "socket errors"; fi
 }
 
+# Each measured arm starts from a cluster at rest: the schemas and rows of earlier arms dropped
+# (else autovacuum cleans them up during a later arm, whose CPU it then counts) and a CHECKPOINT
+# (else one falls due, by WAL volume or time, in the middle of an arm). A drain arm settles
+# before its queue is filled, so the drain itself runs as it would between two checkpoints.
+settle() {
+  local stale
+  stale=$("${PSQL[@]}" -c "SELECT string_agg(quote_ident(nspname), ', ') FROM pg_namespace WHERE nspname LIKE 'bench\_%'")
+  [[ -n $stale ]] && "${PSQL[@]}" -c "DROP SCHEMA $stale CASCADE" >/dev/null
+  "${PSQL[@]}" -c "TRUNCATE pgbench_rows" -c "CHECKPOINT"
+}
+
 # ---------------------------------------------------------------- (a) durable 202s vs pgbench
 declare -a LINES=() CPU_LINES=()
 ZERO_RPS=0
 for round in $(seq 1 "$ROUNDS"); do
   log "(a) round $round: outbox on the postgres store, wrk -c$CONNS -d${DURATION}s POST 1 KiB, upstream down"
+  settle
   start_outbox postgres "bench_a$round" "$DOWN_PORT"
   PG0=$(cpu_seconds cluster) OBX0=$(cpu_seconds "$OBX_PID") ALL0=$(cpu_seconds machine)
   post_202s "$DURATION" "$HERE/post-1k.lua"
@@ -192,6 +204,7 @@ for round in $(seq 1 "$ROUNDS"); do
   OUT_CPU="outbox $(per_op "$OBX0" "$OBX1" "$N") µs + postgres $(per_op "$PG0" "$PG1" "$N") µs of CPU per 202, all cores $(per_op "$ALL0" "$ALL1" "$N") µs"
   ((round == 1)) && ZERO_RPS=$OUT
   log "(a) round $round: pgbench -c64 -j2 -T$DURATION, one 1 KiB row per transaction"
+  settle
   PG0=$(cpu_seconds cluster) ALL0=$(cpu_seconds machine)
   "$PGBIN/pgbench" -n -c 64 -j 2 -T "$DURATION" -f "$RUN/insert-1k.sql" -h 127.0.0.1 -p "$PG_PORT" -U outbox postgres >"$RUN/pgbench.txt" 2>&1 ||
     { cat "$RUN/pgbench.txt" >&2; die "pgbench failed"; }
@@ -215,6 +228,7 @@ if ((SKIP_DRAIN == 0)); then
     local store=$1 keys=$2 schema="bench_d${1}${2}r${drain_round}" script="$HERE/post-1k.lua" T0 DONE0 NGINX
     ((keys > 0)) && script="$HERE/post-1k-keyed.lua"
     export KEYS=$keys
+    settle
     start_outbox "$store" "$schema" "$UP_PORT"
     # Queue DRAIN_OPS with the upstream down: wrk in short bursts until the count is reached.
     while true; do
@@ -265,6 +279,7 @@ fi
 # ---------------------------------------------------------------- (c) a million queued
 if ((OPS_1M > 0)); then
   log "(c) $OPS_1M operations into the postgres store (by SQL, through an instance's schema)"
+  settle
   start_outbox postgres bench_c "$DOWN_PORT"
   stop_outbox
   "${PSQL[@]}" <<SQL
