@@ -180,7 +180,7 @@ post_202s() {  # seconds script -> sets RPS; fails on any answer other than 202
 settle() {
   local stale
   stale=$("${PSQL[@]}" -c "SELECT string_agg(quote_ident(nspname), ', ') FROM pg_namespace WHERE nspname LIKE 'bench\_%'")
-  [[ -n $stale ]] && "${PSQL[@]}" -c "DROP SCHEMA $stale CASCADE" >/dev/null
+  [[ -n $stale ]] && PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -c "DROP SCHEMA $stale CASCADE" >/dev/null
   "${PSQL[@]}" -c "TRUNCATE pgbench_rows" -c "CHECKPOINT"
 }
 
