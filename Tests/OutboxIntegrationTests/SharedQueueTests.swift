@@ -118,13 +118,14 @@ struct SharedQueueTests {
 
     /// `kill -9` of the instance delivering a lane, mid-drain: the other instance resumes the lane
     /// within `leaseSeconds` + 1 s, in order, and every operation completes. What is sent again is
-    /// at most the attempt in flight plus 32 whose outcome was not committed (SPEC §4, §9).
+    /// at most the attempt in flight plus 32 whose outcome was not committed, each with a higher
+    /// `Outbox-Attempt` than any attempt sent before it (SPEC §4, §9).
     @Test func theLaneOfAKilledInstanceIsResumedByTheOtherWithinItsLease_InOrder_NothingLost() async throws {
         let leaseSeconds = 2.0
-        let arrivals = Mutex<[(body: String, at: ContinuousClock.Instant)]>([])
+        let arrivals = Mutex<[(body: String, at: ContinuousClock.Instant, attempt: Int)]>([])
         let held = Gate()
         let upstream = try TestUpstream { request in
-            arrivals.withLock { $0.append((request.bodyText, .now)) }
+            arrivals.withLock { $0.append((request.bodyText, .now, Int(request.headers["Outbox-Attempt"] ?? "") ?? 0)) }
             // The 20th write is held until the test has killed its sender.
             if request.bodyText == "n=19" && !held.isOpen {
                 return .hold(until: held, then: .respond(.text("created", status: 201)))
@@ -160,6 +161,15 @@ struct SharedQueueTests {
         #expect(firstArrivals == (0..<60).map { "n=\($0)" }, "out of order: \(seen.map(\.body))")
         let again = seen.count - 60
         #expect(again <= 33, "\(again) writes sent twice; at most the one in flight and 32 unwritten outcomes may be")
+        // The survivor counted an attempt for what the killed instance had taken (its lane's
+        // mark): a write sent again is numbered past every attempt of it before.
+        var highest: [String: Int] = [:]
+        for arrival in seen {
+            #expect(arrival.attempt > highest[arrival.body, default: 0],
+                    "\(arrival.body) sent as attempt \(arrival.attempt) after attempt \(highest[arrival.body, default: 0])")
+            highest[arrival.body] = max(highest[arrival.body, default: 0], arrival.attempt)
+        }
+        #expect(seen.count > 60, "nothing was sent again: the held write n=19 must be")
         for id in ids {
             #expect(try b.operation(id).string("status") == "completed")
         }
