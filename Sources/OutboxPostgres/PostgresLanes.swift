@@ -43,26 +43,19 @@ public enum PostgresLanes {
          [.text(origin), .text(lane)])
     }
 
-    /// Counts operation `id` as the lane's, if this transaction's `INSERT` of it took place
-    /// (an idempotency key already stored makes that `INSERT` do nothing).
-    public static func added(origin: String, lane: String, operation id: String) -> Statement {
-        ("""
-         UPDATE lanes SET unfinished = unfinished + 1 WHERE origin = $1 AND lane = $2
-            AND EXISTS (SELECT 1 FROM operations WHERE id = $3::uuid AND origin = $1 AND lane = $2)
-         """, [.text(origin), .text(lane), .text(id)])
-    }
-
-    /// Takes `count` finished (or removed) operations off the lane's count.
-    public static func finished(origin: String, lane: String, count: Int = 1) -> Statement {
-        ("UPDATE lanes SET unfinished = unfinished - $3 WHERE origin = $1 AND lane = $2",
-         [.text(origin), .text(lane), .int64(Int64(count))])
-    }
-
     /// The condition a fenced write adds to its `WHERE` on `operations`: the operation's lane is
     /// held by the holder and fence in parameters `$holder` and `$fence`.
     public static func heldCondition(holder: Int, fence: Int) -> String {
         "EXISTS (SELECT 1 FROM lanes l WHERE l.origin = operations.origin AND l.lane = operations.lane"
             + " AND l.holder = $\(holder) AND l.fence = $\(fence))"
+    }
+
+    /// SQL: the operation at `rank`, `seq` lies at or before the mark `markRank`, `markSeq` in
+    /// its lane's order (an attempted operation first, then priority, then arrival: `lane_rank`
+    /// descending, then `seq`), given as column expressions. The one statement of that order
+    /// for the marks of what a holder took ahead (schema v4).
+    public static func atOrBefore(rank: String, seq: String, markRank: String, markSeq: String) -> String {
+        "(\(rank) > \(markRank) OR (\(rank) = \(markRank) AND \(seq) <= \(markSeq)))"
     }
 
     /// Claims up to `limit` lanes of `origin` that have work and no live lease, for
@@ -81,7 +74,7 @@ public enum PostgresLanes {
                 UPDATE operations o SET attempts = o.attempts + 1 FROM free
                  WHERE free.previous IS NOT NULL AND free.taken_seq IS NOT NULL
                    AND o.origin = free.origin AND o.lane = free.lane AND o.status IN ('pending', 'inProgress')
-                   AND (o.lane_rank > free.taken_rank OR (o.lane_rank = free.taken_rank AND o.seq <= free.taken_seq)))
+                   AND \(atOrBefore(rank: "o.lane_rank", seq: "o.seq", markRank: "free.taken_rank", markSeq: "free.taken_seq")))
             UPDATE lanes SET holder = $2, fence = nextval('lane_fences'), lease_until = now() + make_interval(secs => $3::float8),
                    taken_rank = NULL, taken_seq = NULL
               FROM free WHERE lanes.origin = free.origin AND lanes.lane = free.lane

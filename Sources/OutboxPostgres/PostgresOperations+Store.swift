@@ -93,7 +93,8 @@ extension PostgresOperations {
     }
 
     /// The last operation taken (`last`) lies further in the lane's order than the lane's mark.
-    private static let further = "(l.taken_seq IS NULL OR last.lane_rank < l.taken_rank OR (last.lane_rank = l.taken_rank AND last.seq > l.taken_seq))"
+    private static let further = "(l.taken_seq IS NULL OR NOT "
+        + PostgresLanes.atOrBefore(rank: "last.lane_rank", seq: "last.seq", markRank: "l.taken_rank", markSeq: "l.taken_seq") + ")"
 
     /// An operation taken ahead: its row, its request (nil while its body is too large to have
     /// come along), its place in the lane and its dependency's status.

@@ -152,41 +152,14 @@ public enum PostgresOperations {
 
     /// Writes `state` as operation `id`'s latest, if its lane is held by `holder` under `fence`
     /// (`PostgresLanes`) and it is not finished yet; the lane stops counting it when `state`
-    /// finishes it. The statement affects one row (the operation's, or the lane's for a state
-    /// that finishes it) when the write took place, none when the claim was lost or the
-    /// operation had ended.
+    /// finishes it: `recordMany` of one write. The statement answers one row when the write
+    /// took place, none when the claim was lost or the operation had ended.
     public static func record(_ id: UUID, _ state: OperationState, priority: OperationPriority, instance: String,
                               holder: String, fence: Int64) -> [Statement] {
-        let common: [PostgresValue] = [.text(id.lowercasedText), .text(state.status.rawValue),
-                                       .int64(Int64(priority.laneRank(attempted: state.attempts > 0))), .int64(Int64(state.attempts)),
-                                       .int64(Int64(state.retryCount)), optional(state.lastAttemptAt), optional(state.nextAttemptAt),
-                                       optional(state.lastError), .text(instance)]
-        guard state.status.isFinished else {
-            // Still the lane's: its count and its row stay as they are, and a pending or
-            // in-flight state holds no stored answer.
-            return [("""
-                UPDATE operations SET status = $2, lane_rank = $3, attempts = $4, retry_count = $5, last_attempt_at = $6,
-                       next_attempt_at = $7, last_error = $8, instance = $9
-                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 10, fence: 11))
-                """, common + [.text(holder), .int64(fence)])]
-        }
-        let update: Statement = ("""
-            WITH changed AS (
-                UPDATE operations SET status = $2, lane_rank = $3, attempts = $4, retry_count = $5, last_attempt_at = $6,
-                       next_attempt_at = $7, last_error = $8, instance = $9,
-                       response_status = $10, response_headers = $11::jsonb, response_body = $12, response_omitted = $13,
-                       conflict_status = $14, conflict_headers = $15::jsonb, conflict_body = $16, conflict_omitted = $17,
-                       finished_at = $18
-                 WHERE id = $1::uuid AND \(unfinished) AND \(PostgresLanes.heldCondition(holder: 19, fence: 20))
-                RETURNING origin, lane)
-            UPDATE lanes SET unfinished = unfinished - 1
-              FROM changed WHERE lanes.origin = changed.origin AND lanes.lane = changed.lane
-            """, common + answer(state.response) + answer(state.conflict)
-                + [.int64(state.lastAttemptAt ?? WallClock.millis()), .text(holder), .int64(fence)])
-        return [update]
+        recordMany([StateWrite(id: id, state: state, priority: priority, instance: instance, holder: holder, fence: fence)])
     }
 
-    /// One fenced state write, as `record` makes it, for `recordMany`.
+    /// One fenced state write, for `recordMany`.
     public struct StateWrite: Sendable {
         public let id: UUID
         public let state: OperationState
@@ -205,9 +178,9 @@ public enum PostgresOperations {
         }
     }
 
-    /// `record` for several operations (none twice) in one statement: each row is written if
-    /// its lane is held under its fence and it is unfinished; the lanes stop counting those it
-    /// finishes. Answers the ids written, one row each. The rows go as one binary array per
+    /// Fenced state writes for several operations (none twice) in one statement: each row is
+    /// written if its lane is held under its fence and it is unfinished; the lanes stop counting
+    /// those it finishes. Answers the ids written, one row each. The rows go as one binary array per
     /// column (`PostgresArray`): one prepared text for any number of rows.
     public static func recordMany(_ writes: [StateWrite]) -> [Statement] {
         var ids = PostgresArray(of: .uuid), statuses = PostgresArray(of: .text), laneRanks = PostgresArray(of: .int2)
@@ -400,7 +373,8 @@ public enum PostgresOperations {
         out.append(UInt8(ascii: "["))
         var first = true
         for field in headers {
-            out.append(contentsOf: first ? [UInt8(ascii: "[")] : [UInt8(ascii: ","), UInt8(ascii: "[")])
+            if !first { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
             first = false
             JSON.appendQuoted(field.name, to: &out)
             out.append(UInt8(ascii: ","))
@@ -427,11 +401,6 @@ public enum PostgresOperations {
         return HTTPHeaders(fields)
     }
 
-    private static func answer(_ response: StoredResponse?) -> [PostgresValue] {
-        guard let response else { return [.null, .null, .null, .null] }
-        return [.int64(Int64(response.status)), .text(headersJSON(response.headers)), .bytes(response.body),
-                optional(response.omittedBodySize.map(Int64.init))]
-    }
 
     static func answer(_ result: PostgresResult, row: Int, prefix: String) throws(DecodeError) -> StoredResponse? {
         guard let statusText = result.value(row, prefix + "_status") else { return nil }
@@ -445,7 +414,4 @@ public enum PostgresOperations {
         let omitted = result.value(row, prefix + "_omitted")
         return StoredResponse(status: status, headers: headers, body: body, omittedBodySize: omitted.flatMap { Int($0) })
     }
-
-    private static func optional(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
-    private static func optional(_ value: Int64?) -> PostgresValue { value.map { .int64($0) } ?? .null }
 }

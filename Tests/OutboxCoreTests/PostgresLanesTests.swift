@@ -55,14 +55,17 @@ struct PostgresLanesTests {
 
     /// The statements that add one pending operation to a lane, as the store sends them.
     static func add(origin: String, lane: String, key: String, id: String = UUID().uuidString.lowercased()) -> [PostgresLanes.Statement] {
-        [PostgresLanes.enter(origin: origin, lane: lane),
-         ("""
-          INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
-                                  priority, created_at, status, lane_rank)
-          VALUES ($1::uuid, $2, $3, $4, '\\x00', '\\x', 'POST', '/', '[]', '\\x', 1, 0, 'pending', 1)
-          ON CONFLICT (origin, idempotency_key) DO NOTHING
-          """, [.text(id), .text(origin), .text(lane), .text(key)]),
-         PostgresLanes.added(origin: origin, lane: lane, operation: id)]
+        var request = StorageSamples.request(0)
+        request.id = UUID(uuidString: id) ?? UUID()
+        request.origin = PostgresRowText.origin(origin) ?? request.origin
+        request.orderingKey = lane.isEmpty ? nil : lane
+        request.idempotencyKey = key
+        return PostgresOperations.addMany([request])
+    }
+
+    /// One operation of the lane finished, as the store's outcome and removal statements count it.
+    static func finished(origin: String, lane: String) -> PostgresLanes.Statement {
+        ("UPDATE lanes SET unfinished = unfinished - 1 WHERE origin = $1 AND lane = $2", [.text(origin), .text(lane)])
     }
 
     static func inTransaction(_ connection: PostgresConnection, _ statements: [PostgresLanes.Statement]) throws {
@@ -198,7 +201,7 @@ struct PostgresLanesTests {
             defer { connection.close() }
             try Self.inTransaction(connection, Self.add(origin: origin, lane: "k", key: "k1"))
             let claim = try #require(try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first)
-            try connection.execute(PostgresLanes.finished(origin: origin, lane: "k").sql, PostgresLanes.finished(origin: origin, lane: "k").parameters)
+            try connection.execute(Self.finished(origin: origin, lane: "k").sql, Self.finished(origin: origin, lane: "k").parameters)
             // Held and without work: nobody else may claim it, and the holder's release removes it.
             let claimedEmpty = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1)
             try PostgresLanes.release(connection, claim, holder: "a")
@@ -225,7 +228,7 @@ struct PostgresLanesTests {
             defer { connection.close() }
             try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k1"))
             let claim = try #require(try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first)
-            let done = PostgresLanes.finished(origin: origin, lane: "")
+            let done = Self.finished(origin: origin, lane: "")
             try connection.execute(done.sql, done.parameters)
             return claim
         }

@@ -105,7 +105,7 @@ struct PostgresStoreFailureTests {
             let rows = try connection.execute("""
                 SELECT count(*) FROM \(schema).operations o JOIN \(schema).lanes l USING (origin, lane)
                  WHERE o.status IN ('pending', 'inProgress')
-                   AND (o.lane_rank > l.taken_rank OR (o.lane_rank = l.taken_rank AND o.seq <= l.taken_seq))
+                   AND \(PostgresLanes.atOrBefore(rank: "o.lane_rank", seq: "o.seq", markRank: "l.taken_rank", markSeq: "l.taken_seq"))
                 """)
             return Int(rows.rows.first?.first.flatMap { $0 } ?? "") ?? -1
         }
