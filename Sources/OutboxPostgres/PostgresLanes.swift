@@ -61,22 +61,24 @@ public enum PostgresLanes {
     /// Claims up to `limit` lanes of `origin` that have work and no live lease, for
     /// `leaseSeconds`, and returns them. Rows another instance is claiming at this moment are
     /// skipped, not waited for. Taking over a lane whose holder stopped first counts one more
-    /// attempt for each unfinished operation up to the mark of what it took ahead (schema v4):
-    /// it may have sent any of them. The new claim's mark starts afresh.
+    /// attempt for each unfinished operation up to the mark of what it took ahead that had
+    /// arrived by its latest take (schema v4, v5): it may have sent any of them. The new claim's
+    /// mark starts afresh.
     public static func claim(_ connection: PostgresConnection, origin: String, holder: String, leaseSeconds: Double,
                              limit: Int) throws(PostgresError) -> [LaneClaim] {
         let result = try connection.execute("""
             WITH free AS (
-                SELECT origin, lane, holder AS previous, taken_rank, taken_seq FROM lanes
+                SELECT origin, lane, holder AS previous, taken_rank, taken_seq, taken_max_seq FROM lanes
                  WHERE origin = $1 AND unfinished > 0 AND (lease_until IS NULL OR lease_until < now())
                  ORDER BY lane LIMIT $4 FOR UPDATE SKIP LOCKED),
             counted AS (
                 UPDATE operations o SET attempts = o.attempts + 1 FROM free
                  WHERE free.previous IS NOT NULL AND free.taken_seq IS NOT NULL
                    AND o.origin = free.origin AND o.lane = free.lane AND o.status IN ('pending', 'inProgress')
-                   AND \(atOrBefore(rank: "o.lane_rank", seq: "o.seq", markRank: "free.taken_rank", markSeq: "free.taken_seq")))
+                   AND \(atOrBefore(rank: "o.lane_rank", seq: "o.seq", markRank: "free.taken_rank", markSeq: "free.taken_seq"))
+                   AND (free.taken_max_seq IS NULL OR o.seq <= free.taken_max_seq))
             UPDATE lanes SET holder = $2, fence = nextval('lane_fences'), lease_until = now() + make_interval(secs => $3::float8),
-                   taken_rank = NULL, taken_seq = NULL
+                   taken_rank = NULL, taken_seq = NULL, taken_max_seq = NULL
               FROM free WHERE lanes.origin = free.origin AND lanes.lane = free.lane
             RETURNING lanes.origin, lanes.lane, lanes.fence, free.previous IS NOT NULL AS taken_over
             """, [.text(origin), .text(holder), .text(String(leaseSeconds)), .int64(Int64(limit))])
@@ -102,7 +104,7 @@ public enum PostgresLanes {
             ("BEGIN", []),
             // Nothing it took ahead is in flight any more: the mark goes with the claim.
             ("""
-             UPDATE lanes SET holder = NULL, lease_until = NULL, taken_rank = NULL, taken_seq = NULL
+             UPDATE lanes SET holder = NULL, lease_until = NULL, taken_rank = NULL, taken_seq = NULL, taken_max_seq = NULL
               WHERE origin = $1 AND lane = $2 AND holder = $3 AND fence = $4
              """,
              [.text(claim.origin), .text(claim.lane), .text(holder), .int64(claim.fence)]),

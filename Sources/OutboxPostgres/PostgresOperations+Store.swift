@@ -75,16 +75,18 @@ extension PostgresOperations {
                      -- planner may hash every unfinished operation of the table instead.
                      OR coalesce((SELECT d.status FROM operations d WHERE d.id = o.depends_on), '') NOT IN ('pending', 'inProgress'))
               ORDER BY o.lane_rank DESC, o.seq LIMIT \(max(1, limit))),
-         -- The furthest of them in the lane's order: the lowest rank, and its latest seq.
+         -- The furthest of them in the lane's order (the lowest rank, and its latest seq), and
+         -- the latest arrival among them.
          last AS (
-             SELECT r.lane_rank, (SELECT max(seq) FROM next WHERE next.lane_rank = r.lane_rank) AS seq
-               FROM (SELECT min(lane_rank) AS lane_rank FROM next) r WHERE r.lane_rank IS NOT NULL),
+             SELECT r.lane_rank, (SELECT max(seq) FROM next WHERE next.lane_rank = r.lane_rank) AS seq, r.max_seq
+               FROM (SELECT min(lane_rank) AS lane_rank, max(seq) AS max_seq FROM next) r WHERE r.lane_rank IS NOT NULL),
          marked AS (
              -- The mark only moves further in the lane's order (what is here was taken with an
              -- earlier one left out); the row is written either way, which checks the claim.
              UPDATE lanes l
                 SET taken_rank = CASE WHEN \(further) THEN last.lane_rank ELSE l.taken_rank END,
-                    taken_seq = CASE WHEN \(further) THEN last.seq ELSE l.taken_seq END
+                    taken_seq = CASE WHEN \(further) THEN last.seq ELSE l.taken_seq END,
+                    taken_max_seq = greatest(l.taken_max_seq, last.max_seq)
                FROM last
               WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $4 AND l.fence = $5
              RETURNING 1)

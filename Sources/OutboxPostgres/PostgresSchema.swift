@@ -24,6 +24,8 @@ public enum PostgresSchema {
         Migration(version: 2, name: "lane_pokes", sql: String(decoding: PackageResources.v002_lane_pokes_sql, as: UTF8.self)),
         Migration(version: 3, name: "status_counts", sql: String(decoding: PackageResources.v003_status_counts_sql, as: UTF8.self)),
         Migration(version: 4, name: "lane_marks", sql: String(decoding: PackageResources.v004_lane_marks_sql, as: UTF8.self)),
+        Migration(version: 5, name: "lane_mark_arrivals",
+                  sql: String(decoding: PackageResources.v005_lane_mark_arrivals_sql, as: UTF8.self)),
     ]
 
     /// The version this binary migrates a schema to.

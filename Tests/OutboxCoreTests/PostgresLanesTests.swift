@@ -1,4 +1,5 @@
 import Foundation
+import OutboxModel
 import OutboxPostgres
 import Synchronization
 import TestPostgres
@@ -54,8 +55,10 @@ struct PostgresLanesTests {
     }
 
     /// The statements that add one pending operation to a lane, as the store sends them.
-    static func add(origin: String, lane: String, key: String, id: String = UUID().uuidString.lowercased()) -> [PostgresLanes.Statement] {
+    static func add(origin: String, lane: String, key: String, id: String = UUID().uuidString.lowercased(),
+                    priority: OperationPriority = .normal) -> [PostgresLanes.Statement] {
         var request = StorageSamples.request(0)
+        request.priority = priority
         request.id = UUID(uuidString: id) ?? UUID()
         request.origin = PostgresRowText.origin(origin) ?? request.origin
         request.orderingKey = lane.isEmpty ? nil : lane
@@ -153,8 +156,9 @@ struct PostgresLanesTests {
 
     /// What a holder took ahead is marked on its lane: a claim that takes the lane over counts
     /// one attempt for each unfinished operation up to that mark (the old holder may have sent
-    /// any of them) and for none past it; a holder whose claim was taken over takes nothing; a
-    /// clean release leaves the next claim nothing to count.
+    /// any of them) and for none past it, nor for one that arrived after the holder's last take
+    /// (a higher priority sorts before the mark, but was never taken); a holder whose claim was
+    /// taken over takes nothing; a clean release leaves the next claim nothing to count.
     @Test func aTakeoverCountsAnAttemptForWhatTheOldHolderTookAheadAndNoMore() async throws {
         let queue = try await Queue.make()
         let origin = "http://marks.test"
@@ -175,12 +179,14 @@ struct PostgresLanesTests {
             #expect(try take(a, "a", limit: 3) == 3)
             // Taken again with the first ones left out: the mark moves on, never back.
             #expect(try take(a, "a", limit: 1) == 1)
+            // Urgent, after the last take: first in the lane's order, never taken.
+            try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "urgent", priority: .critical))
             try connection.execute("UPDATE lanes SET lease_until = now() - interval '1 second' WHERE origin = $1", [.text(origin)])
             let b = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1).first
             #expect(b?.takenOver == true)
             let afterTakeover = try attempts()
             let takenByOldHolder = try take(a, "a", limit: 10)
-            #expect(try take(b, "b", limit: 10) == 5)
+            #expect(try take(b, "b", limit: 10) == 6)
             if let b { try PostgresLanes.release(connection, b, holder: "b") }
             let c = try PostgresLanes.claim(connection, origin: origin, holder: "c", leaseSeconds: 30, limit: 1).first
             #expect(c?.takenOver == false)
@@ -188,9 +194,9 @@ struct PostgresLanesTests {
         }
         // The mark of `take(limit: 3)` covered the first three; the one taken with limit 1 took
         // the first (nothing was left out), so the mark stayed at the third.
-        #expect(afterTakeover == ["1", "1", "1", "0", "0"])
+        #expect(afterTakeover == ["1", "1", "1", "0", "0", "0"])
         #expect(takenByOldHolder == 0, "a holder whose claim was taken over took \(takenByOldHolder)")
-        #expect(afterRelease == ["1", "1", "1", "0", "0"], "a clean release left an attempt to count: \(afterRelease)")
+        #expect(afterRelease == ["1", "1", "1", "0", "0", "0"], "a clean release left an attempt to count: \(afterRelease)")
     }
 
     @Test func aLaneWithoutWorkIsNotClaimedAndItsRowGoesWithTheRelease() async throws {
