@@ -13,7 +13,8 @@ struct ReplayStopTests {
         Dictionary(grouping: requests, by: { $0.idempotencyKey ?? "-" }).mapValues { $0.map { $0.attempt ?? 0 } }
     }
 
-    @Test func aSIGTERMDuringReplayLetsTheAttemptInFlightFinish_SoARestartSendsNothingTwice() async throws {
+    @Test(arguments: TestStore.both)
+    func aSIGTERMDuringReplayLetsTheAttemptInFlightFinish_SoARestartSendsNothingTwice(store: TestStore) async throws {
         let released = Gate()
         // The first write is answered only once the test has sent the signal.
         let upstream = try TestUpstream { request in
@@ -23,7 +24,8 @@ struct ReplayStopTests {
         upstream.stop()
         let home = try TemporaryDirectory()
         let config = OutboxProcess.fastQueueConfig()
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"))
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"),
+                                                   store: store)
         let operations = try (0..<8).map { try first.enqueue(body: "op-\($0)") }
         try upstream.restart()
         _ = try await upstream.waitForRequests(1)
@@ -33,7 +35,8 @@ struct ReplayStopTests {
         released.open()
         #expect(try await first.waitForExit(timeout: .seconds(20)) == .exited(0), "\(first)")
 
-        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"))
+        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"),
+                                                   store: store)
         try second.drain()
         let bodies = upstream.requests.map(\.bodyText)
         #expect(bodies == operations.indices.map { "op-\($0)" }, "each operation once, in order: \(bodies)")
@@ -44,7 +47,10 @@ struct ReplayStopTests {
         }
     }
 
-    @Test func afterAKillDuringAnAttemptTheResendCarriesAHigherAttemptNumber() async throws {
+    /// On the postgres store the restarted instance is another holder: it takes the lane over
+    /// once the killed one's claim lapsed, counting the attempt the lane's mark covers.
+    @Test(arguments: TestStore.both(leaseSeconds: 2))
+    func afterAKillDuringAnAttemptTheResendCarriesAHigherAttemptNumber(store: TestStore) async throws {
         // The first request is held until its connection goes (with the killed process).
         let upstream = try TestUpstream { request in
             request.index == 0 ? .holdUntilPeerCloses : .respond(.text("created", status: 201))
@@ -52,7 +58,8 @@ struct ReplayStopTests {
         upstream.stop()
         let home = try TemporaryDirectory()
         let config = OutboxProcess.fastQueueConfig()
-        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"))
+        let first = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"),
+                                                   store: store)
         let inFlight = try first.enqueue(body: "in-flight")
         for n in 0..<3 { _ = try first.enqueue(body: "behind-\(n)") }
         try upstream.restart()
@@ -61,7 +68,8 @@ struct ReplayStopTests {
 
         first.terminate(signal: SIGKILL)
         _ = try await first.waitForExit()
-        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"))
+        let second = try await OutboxProcess.start(upstream: upstream.baseURL, config: config, dataDirectory: home.file("data"),
+                                                   store: store)
         try second.drain()
         let attempts = Self.attemptsByKey(upstream.requests)
         let resent = try #require(attempts[inFlight.idempotencyKey], "\(attempts)")

@@ -18,6 +18,12 @@ enum TestStore: Sendable, CustomTestStringConvertible {
         PostgresServer.isInstalled || Prerequisite.isStrict ? [.local, .postgres()] : [.local]
     }
 
+    /// `both`, the postgres one with claims that lapse after `leaseSeconds`: for a test that
+    /// restarts a killed instance, which takes its own lanes over once their lease lapsed.
+    static func both(leaseSeconds: Double) -> [TestStore] {
+        both.map { $0.isPostgres ? .postgres(leaseSeconds: leaseSeconds) : $0 }
+    }
+
     /// A new schema on the shared server (created by the first `outbox` that opens it).
     static func postgres(leaseSeconds: Double = 10) -> TestStore {
         .postgres(schema: "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""), leaseSeconds: leaseSeconds)
