@@ -107,8 +107,8 @@ extension OutboxConfig.Queue.Postgres {
                 guard Self.isValidSchema(schema) else { throw field.invalid("a schema name of 1 to 63 bytes without NUL") }
             case "maxConnections": maxConnections = try field.integer(in: 2...100, "integer 2-100")
             case "leaseSeconds":
-                leaseSeconds = try field.seconds()
-                guard leaseSeconds >= 0.5, leaseSeconds <= 3600 else { throw field.invalid("seconds 0.5-3600") }
+                // One range, one message: 1e300 and 5000 are told the same bounds.
+                leaseSeconds = try field.number(in: 0.5...3600, "seconds between 0.5 and 3600")
             case "instanceName":
                 instanceName = try field.optionalString()
                 if let name = instanceName, !Self.isValidInstanceName(name) {
