@@ -123,55 +123,58 @@ struct PostgresStoreFailureTests {
         let upstream = try TestUpstream()
         upstream.stop()
         let outbox = try await OutboxProcess.start(upstream: upstream.baseURL, config: Self.config(server, schema: Self.newSchema()))
-        let accepted = Mutex<[String]>([])
-        let refused = Mutex<[Int: Int]>([:])
+        /// What the clients saw, awaited as it changes.
+        struct Load: Sendable {
+            var accepted: [String] = []
+            var refused: [Int: Int] = [:]
+            var finishedClients = 0
+        }
+        let load = WaitableState(Load())
         let phase = Mutex("before")
         let stopLoad = Atomic<Bool>(false)
-        let clients = (0..<4).map { client in
+        let clientCount = 4
+        let clients = (0..<clientCount).map { client in
             Thread {
                 // Bounded: a client stops at the test's word or after 20 000 requests.
                 for n in 0..<20_000 where !stopLoad.load(ordering: .relaxed) {
                     guard let response = try? outbox.send("POST", "/items", body: "\(client)-\(n)",
                                                            headers: [HeaderField("Idempotency-Key", "k-\(client)-\(n)")]) else { continue }
                     if response.status == 202, let id = response.headers["Outbox-Operation-Id"] {
-                        accepted.withLock { $0.append(id) }
+                        load.update { $0.accepted.append(id) }
                     } else {
-                        refused.withLock { $0[response.status, default: 0] += 1 }
+                        load.update { $0.refused[response.status, default: 0] += 1 }
                         if response.status == 503 && phase.withLock({ $0 }) == "before" {
                             // Seen while the database was down: said once, with its code.
                             let code = (try? JSONObject(response))?.object("error")?.string("code")
-                            if code != "store_unavailable" { refused.withLock { $0[-1, default: 0] += 1 } }
+                            if code != "store_unavailable" { load.update { $0.refused[-1, default: 0] += 1 } }
                         }
                     }
                 }
+                load.update { $0.finishedClients += 1 }
             }
         }
         for client in clients { client.start() }
         let waitForAccepted: @Sendable (Int) async throws -> Void = { count in
-            let deadline = ContinuousClock.now + .seconds(30)
-            while accepted.withLock({ $0.count }) < count {
-                guard ContinuousClock.now < deadline else { throw HarnessError("fewer than \(count) writes accepted in 30 s") }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            _ = try await load.wait(timeout: .seconds(30), describeTimeout: { "\($0.accepted.count) of \(count) writes accepted in 30 s" },
+                                    until: { $0.accepted.count >= count ? true : nil })
         }
         try await waitForAccepted(50)
         server.stop(immediate: true)
         try await Self.waitForStore(outbox, reachable: false)
-        let beforeRestart = accepted.withLock { $0.count }
-        // Let the clients meet the outage.
-        let refusedDeadline = ContinuousClock.now + .seconds(20)
-        while refused.withLock({ $0[503] ?? 0 }) < 10 && ContinuousClock.now < refusedDeadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let beforeRestart = load.value.accepted.count
+        // Let the clients meet the outage (the expectation below says when they did not).
+        _ = try? await load.wait(timeout: .seconds(20), describeTimeout: { "\($0.refused)" },
+                                 until: { ($0.refused[503] ?? 0) >= 10 ? true : nil })
         phase.withLock { $0 = "after" }
         try await PostgresServer.blocking { try server.restart() }
         try await Self.waitForStore(outbox, reachable: true)
         try await waitForAccepted(beforeRestart + 50)
         stopLoad.store(true, ordering: .relaxed)
-        while clients.contains(where: { !$0.isFinished }) { try await Task.sleep(for: .milliseconds(10)) }
+        _ = try await load.wait(timeout: .seconds(30), describeTimeout: { "\($0.finishedClients) of \(clientCount) clients finished" },
+                                until: { $0.finishedClients == clientCount ? true : nil })
 
-        let ids = accepted.withLock { $0 }
-        let outcomes = refused.withLock { $0 }
+        let ids = load.value.accepted
+        let outcomes = load.value.refused
         #expect((outcomes[503] ?? 0) >= 10, "no write met the outage: \(outcomes)")
         #expect(outcomes[-1] == nil, "503s without store_unavailable while the database was down: \(outcomes)")
         #expect(Set(outcomes.keys).subtracting([503, -1]).isEmpty, "other answers than 202 and 503: \(outcomes)")
