@@ -39,7 +39,8 @@ let package = Package(
         // schema, and the operations' rows (made from Model's values, as Storage makes records).
         .target(name: "OutboxPostgres", dependencies: ["CLibPQ", "OutboxQueue", "OutboxConfig", "OutboxModel", "OutboxTelemetry", "OutboxHTTP"], resources: [.embedInCode("Migrations/v001_queue.sql"), .embedInCode("Migrations/v002_lane_pokes.sql"),
                            .embedInCode("Migrations/v003_status_counts.sql"), .embedInCode("Migrations/v004_lane_marks.sql"),
-                           .embedInCode("Migrations/v005_lane_mark_arrivals.sql")],
+                           .embedInCode("Migrations/v005_lane_mark_arrivals.sql"),
+                           .embedInCode("Migrations/v006_states.sql")],
                 swiftSettings: releaseSettings),
         // Credentials for replay (SPEC §10): values set by hand, learnt from clients, or a
         // command's answers; shared by the proxy (which learns), the admin API and the replayer.

@@ -285,16 +285,19 @@ if ((OPS_1M > 0)); then
   "${PSQL[@]}" <<SQL
 SET search_path TO bench_c;
 INSERT INTO lanes (origin, lane, unfinished) VALUES ('http://127.0.0.1:$DOWN_PORT', '', $OPS_1M);
-INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
-                        priority, created_at, status, lane_rank)
-SELECT gen_random_uuid(), 'http://127.0.0.1:$DOWN_PORT', '', 'fill-' || n, '\\x00', '\\x', 'POST', '/echo',
-       '[["Host","127.0.0.1:$DOWN_PORT"],["Content-Type","application/json"]]', convert_to(repeat('x', 1024), 'UTF8'), 1,
-       (extract(epoch from now()) * 1000)::bigint, 'pending', 1
-  FROM generate_series(1, $OPS_1M) n;
+WITH added AS (
+    INSERT INTO requests (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                          priority, created_at)
+    SELECT gen_random_uuid(), 'http://127.0.0.1:$DOWN_PORT', '', 'fill-' || n, '\\x00', '\\x', 'POST', '/echo',
+           '[["Host","127.0.0.1:$DOWN_PORT"],["Content-Type","application/json"]]', convert_to(repeat('x', 1024), 'UTF8'), 1,
+           (extract(epoch from now()) * 1000)::bigint
+      FROM generate_series(1, $OPS_1M) n
+    RETURNING seq, origin, lane)
+INSERT INTO states (seq, origin, lane, status, lane_rank) SELECT seq, origin, lane, 'pending', 1 FROM added;
 SQL
   # The queue at rest, as a deployment finds it: not in the checkpoint and vacuum that a million
   # rows written by one statement set off.
-  "${PSQL[@]}" -c "VACUUM ANALYZE bench_c.operations" -c "CHECKPOINT"
+  "${PSQL[@]}" -c "VACUUM ANALYZE bench_c.requests" -c "VACUUM ANALYZE bench_c.states" -c "CHECKPOINT"
   start_outbox postgres bench_c "$DOWN_PORT"
   LISTEN_1M=$STARTED
   RSS_START=$(rss_mb "$OBX_PID" VmRSS)

@@ -43,13 +43,6 @@ public enum PostgresLanes {
          [.text(origin), .text(lane)])
     }
 
-    /// The condition a fenced write adds to its `WHERE` on `operations`: the operation's lane is
-    /// held by the holder and fence in parameters `$holder` and `$fence`.
-    public static func heldCondition(holder: Int, fence: Int) -> String {
-        "EXISTS (SELECT 1 FROM lanes l WHERE l.origin = operations.origin AND l.lane = operations.lane"
-            + " AND l.holder = $\(holder) AND l.fence = $\(fence))"
-    }
-
     /// SQL: the operation at `rank`, `seq` lies at or before the mark `markRank`, `markSeq` in
     /// its lane's order (an attempted operation first, then priority, then arrival: `lane_rank`
     /// descending, then `seq`), given as column expressions. The one statement of that order
@@ -72,7 +65,7 @@ public enum PostgresLanes {
                  WHERE origin = $1 AND unfinished > 0 AND (lease_until IS NULL OR lease_until < now())
                  ORDER BY lane LIMIT $4 FOR UPDATE SKIP LOCKED),
             counted AS (
-                UPDATE operations o SET attempts = o.attempts + 1 FROM free
+                UPDATE states o SET attempts = o.attempts + 1 FROM free
                  WHERE free.previous IS NOT NULL AND free.taken_seq IS NOT NULL
                    AND o.origin = free.origin AND o.lane = free.lane AND o.status IN ('pending', 'inProgress')
                    AND \(atOrBefore(rank: "o.lane_rank", seq: "o.seq", markRank: "free.taken_rank", markSeq: "free.taken_seq"))

@@ -36,11 +36,11 @@ extension PostgresOperations {
     public static func dependency(_ reference: String, origin: Origin) -> Statement {
         if let id = UUID(uuidString: reference) {
             return ("""
-                    SELECT id::text AS id FROM operations WHERE id = $1::uuid
-                    UNION ALL SELECT id::text FROM operations WHERE origin = $2 AND idempotency_key = $3 LIMIT 1
+                    SELECT id::text AS id FROM requests WHERE id = $1::uuid
+                    UNION ALL SELECT id::text FROM requests WHERE origin = $2 AND idempotency_key = $3 LIMIT 1
                     """, [.text(id.lowercasedText), .text(origin.description), .text(reference)])
         }
-        return ("SELECT id::text AS id FROM operations WHERE origin = $1 AND idempotency_key = $2",
+        return ("SELECT id::text AS id FROM requests WHERE origin = $1 AND idempotency_key = $2",
                 [.text(origin.description), .text(reference)])
     }
 
@@ -65,16 +65,16 @@ extension PostgresOperations {
                                  holder: String, fence: Int64) -> Statement {
         ("""
          WITH next AS (
-             SELECT \(summaryColumns), lane_rank, headers::text AS headers, octet_length(body) AS body_length,
+             SELECT \(summaryColumns(requests: "r.")), lane_rank, headers::text AS headers, octet_length(body) AS body_length,
                     CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
-                    (SELECT d.status FROM operations d WHERE d.id = o.depends_on) AS dependency_status
-               FROM operations o
-              WHERE o.origin = $1 AND o.lane = $2 AND \(unfinished) AND NOT (o.id = ANY($3::uuid[]))
-                AND (o.depends_on IS NULL
+                    (SELECT d.status FROM operations d WHERE d.id = r.depends_on) AS dependency_status
+               FROM \(joined)
+              WHERE s.origin = $1 AND s.lane = $2 AND \(unfinished) AND NOT (r.id = ANY($3::uuid[]))
+                AND (r.depends_on IS NULL
                      -- A scalar subquery, one probe of the id index per row: as NOT EXISTS the
                      -- planner may hash every unfinished operation of the table instead.
-                     OR coalesce((SELECT d.status FROM operations d WHERE d.id = o.depends_on), '') NOT IN ('pending', 'inProgress'))
-              ORDER BY o.lane_rank DESC, o.seq LIMIT \(max(1, limit))),
+                     OR coalesce((SELECT d.status FROM operations d WHERE d.id = r.depends_on), '') NOT IN ('pending', 'inProgress'))
+              ORDER BY s.lane_rank DESC, s.seq LIMIT \(max(1, limit))),
          -- The furthest of them in the lane's order (the lowest rank, and its latest seq), and
          -- the latest arrival among them.
          last AS (
@@ -163,7 +163,7 @@ extension PostgresOperations {
 
     /// The lanes of an origin with an attempt in flight.
     public static func inFlightLanes(origin: Origin) -> Statement {
-        ("SELECT DISTINCT lane FROM operations WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
+        ("SELECT DISTINCT lane FROM states WHERE status = 'inProgress' AND origin = $1", [.text(origin.description)])
     }
 
     /// How many of `ids` the database still has as pending: one probe of the id index each (as
@@ -193,16 +193,16 @@ extension PostgresOperations {
         if let origin { conditions.append("origin = \(bind(.text(origin.description)))") }
         if let orderingKey { conditions.append("lane = \(bind(.text(orderingKey)))") }
         if let after {
-            conditions.append("seq > coalesce((SELECT seq FROM operations WHERE id = \(bind(.text(after.lowercasedText)))::uuid), 0)")
+            conditions.append("seq > coalesce((SELECT seq FROM requests WHERE id = \(bind(.text(after.lowercasedText)))::uuid), 0)")
         }
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         return ("SELECT \(summaryColumns) FROM operations \(filter) ORDER BY seq LIMIT \(bind(.int64(Int64(limit))))", parameters)
     }
 
-    /// The status and lane of `id`, locked for the admin write that follows in the same
-    /// transaction.
+    /// The status and lane of `id`, its state locked for the admin write that follows in the
+    /// same transaction.
     public static func lockedStatus(_ id: UUID) -> Statement {
-        ("SELECT status, origin, lane FROM operations WHERE id = $1::uuid FOR UPDATE", [.text(id.lowercasedText)])
+        ("SELECT status, s.origin, s.lane FROM \(joined) WHERE r.id = $1::uuid FOR UPDATE OF s", [.text(id.lowercasedText)])
     }
 
     /// An admin retry of `id` (`QueueRules.retried`), after `lockedStatus` found it retryable:
@@ -212,12 +212,13 @@ extension PostgresOperations {
     /// its lease is live.
     public static func retry(_ id: UUID, wasFinished: Bool, origin: String, lane: String) -> [Statement] {
         [("""
-          UPDATE operations SET status = 'pending', retry_count = 0, next_attempt_at = NULL, last_error = NULL,
+          UPDATE states s SET status = 'pending', retry_count = 0, next_attempt_at = NULL, last_error = NULL,
                  response_status = NULL, response_headers = NULL, response_body = NULL, response_omitted = NULL,
                  conflict_status = NULL, conflict_headers = NULL, conflict_body = NULL, conflict_omitted = NULL,
                  finished_at = NULL,
-                 lane_rank = CASE WHEN attempts > 0 THEN \(OperationPriority.allCases.count) + priority ELSE priority END
-           WHERE id = $1::uuid
+                 lane_rank = CASE WHEN s.attempts > 0 THEN \(OperationPriority.allCases.count) + r.priority ELSE r.priority END
+            FROM requests r
+           WHERE r.id = $1::uuid AND s.seq = r.seq
           """, [.text(id.lowercasedText)]),
          ("""
           INSERT INTO lanes AS l (origin, lane, unfinished, poke) VALUES ($1, $2, $3, 1)
@@ -227,24 +228,32 @@ extension PostgresOperations {
         ]
     }
 
-    /// (The rows are found by `id = ANY(ARRAY(…))`, which the planner reads through the id's
-    /// unique index; with `id IN (…)` it may hash-join a scan of the whole table.)
-    ///
-    /// Removes up to `limit` operations chosen by `condition` (an SQL condition over
-    /// `operations` with its parameters), oldest first and none that arrived after `seq`
-    /// `until`, takes the unfinished ones off their lanes' counts and pokes those lanes. Answers
-    /// one row: `removed` (a JSON array of `[id, origin, lane, status, retryCount, lastError]`)
-    /// and `lanes` (a JSON array of `[origin, lane, holder, poke, live]` for the lanes poked).
-    public static func remove(where condition: String, _ parameters: [PostgresValue], until: Int64, limit: Int,
-                              orderedBy order: String = "seq") -> Statement {
+    /// Removes up to `limit` operations chosen by `condition` (an SQL condition over `relation`,
+    /// the view `operations` or, for a condition on the state alone, `states`, with its
+    /// parameters), oldest first and none that arrived after `seq` `until`, takes the unfinished
+    /// ones off their lanes' counts and pokes those lanes. Answers one row: `removed` (a JSON
+    /// array of `[id, origin, lane, status, retryCount, lastError]`) and `lanes` (a JSON array of
+    /// `[origin, lane, holder, poke, live]` for the lanes poked). The rows are found by
+    /// `seq = ANY(ARRAY(…))`, which the planner reads through the key; with `seq IN (…)` it may
+    /// hash-join a scan of the whole table. Through the view, a sweep of a thousand states joins
+    /// their requests by a hash of the whole `requests` table, so one that needs no request
+    /// column chooses from `states`.
+    public static func remove(where condition: String, _ parameters: [PostgresValue], from relation: String = "operations",
+                              until: Int64, limit: Int, orderedBy order: String = "seq") -> Statement {
         let untilParameter = parameters.count + 1
         let limitParameter = parameters.count + 2
         return ("""
-            WITH gone AS (
-                DELETE FROM operations WHERE id = ANY(ARRAY(
-                    SELECT id FROM operations WHERE (\(condition)) AND seq <= $\(untilParameter) ORDER BY \(order) LIMIT $\(limitParameter)
-                    FOR UPDATE SKIP LOCKED))
-                RETURNING id, origin, lane, status, retry_count, last_error),
+            WITH chosen AS (
+                SELECT seq FROM \(relation) WHERE (\(condition)) AND seq <= $\(untilParameter) ORDER BY \(order) LIMIT $\(limitParameter)
+                FOR UPDATE SKIP LOCKED),
+            ended AS (
+                DELETE FROM states WHERE seq = ANY(ARRAY(SELECT seq FROM chosen))
+                RETURNING seq, origin, lane, status, retry_count, last_error),
+            dropped AS (
+                DELETE FROM requests WHERE seq = ANY(ARRAY(SELECT seq FROM ended)) RETURNING seq, id),
+            gone AS (
+                SELECT dropped.id, ended.origin, ended.lane, ended.status, ended.retry_count, ended.last_error
+                  FROM ended JOIN dropped ON dropped.seq = ended.seq),
             counted AS (
                 SELECT origin, lane, count(*) FILTER (WHERE status IN ('pending', 'inProgress')) AS n FROM gone GROUP BY origin, lane),
             poked AS (
@@ -258,13 +267,13 @@ extension PostgresOperations {
     }
 
     /// The newest `seq`: a bulk removal leaves what arrives after it starts alone.
-    public static let lastSeq: Statement = ("SELECT coalesce(max(seq), 0) AS seq FROM operations", [])
+    public static let lastSeq: Statement = ("SELECT coalesce(max(seq), 0) AS seq FROM requests", [])
 
     /// Clears the schedule of every pending operation in backoff (`QueueRules.flushed`) and
     /// pokes their lanes; answers the lanes.
     public static let flush: Statement = ("""
         WITH due AS (
-            UPDATE operations SET next_attempt_at = NULL WHERE status = 'pending' AND next_attempt_at IS NOT NULL
+            UPDATE states SET next_attempt_at = NULL WHERE status = 'pending' AND next_attempt_at IS NOT NULL
             RETURNING origin, lane)
         UPDATE lanes l SET poke = l.poke + 1 FROM (SELECT DISTINCT origin, lane FROM due) d
          WHERE l.origin = d.origin AND l.lane = d.lane
@@ -275,7 +284,7 @@ extension PostgresOperations {
     public static func wakeHeld(origin: Origin) -> Statement {
         ("""
          WITH due AS (
-             UPDATE operations SET next_attempt_at = NULL
+             UPDATE states SET next_attempt_at = NULL
               WHERE origin = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL
                 AND (starts_with(last_error, $2) OR starts_with(last_error, $3))
              RETURNING origin, lane)
@@ -295,7 +304,7 @@ extension PostgresOperations {
     }
 
     /// Completed operations finished before `cutoff` (`completedRetentionSeconds`): removed in
-    /// `finished_at` order, through the `operations_finished_at` index, so a sweep that finds
+    /// `finished_at` order, through the `states_finished_at` index, so a sweep that finds
     /// nothing reads nothing (in `seq` order it would walk every completed operation).
     public static func retentionCondition(cutoff: Int64) -> (String, [PostgresValue]) {
         ("status = 'completed' AND finished_at IS NOT NULL AND finished_at < $1", [.int64(cutoff)])
@@ -308,10 +317,12 @@ extension PostgresOperations {
     /// with nothing expired reads `limit` rows, not every pending one. Their lanes lose them.
     public static func expire(cutoff: Int64, limit: Int, now: Int64) -> Statement {
         ("""
-         WITH oldest AS (SELECT id, created_at FROM operations WHERE status = 'pending' ORDER BY seq LIMIT $3),
+         WITH oldest AS (SELECT seq FROM states WHERE status = 'pending' ORDER BY seq LIMIT $3),
+         -- Their requests by key (a join could hash the whole table of requests instead).
+         old AS (SELECT seq FROM requests WHERE seq = ANY(ARRAY(SELECT seq FROM oldest)) AND created_at < $1),
          expired AS (
-             UPDATE operations o SET status = 'failed', last_error = 'expired', next_attempt_at = NULL, finished_at = $2
-              WHERE o.id = ANY(ARRAY(SELECT id FROM oldest WHERE created_at < $1)) AND o.status = 'pending'
+             UPDATE states o SET status = 'failed', last_error = 'expired', next_attempt_at = NULL, finished_at = $2
+              WHERE o.seq = ANY(ARRAY(SELECT seq FROM old)) AND o.status = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane AND l.holder IS NOT NULL
                                    AND l.lease_until > now())
              RETURNING o.origin, o.lane),

@@ -2,10 +2,13 @@ import Foundation
 import OutboxHTTP
 import OutboxModel
 
-/// The `operations` table: the statements the PostgreSQL store sends for an operation's row
-/// and the decoding of the rows it reads back, from and into Model's operation values, as
-/// Storage's record codec does for the local log. Headers are JSON arrays of `[name, value]`
-/// pairs (readable in `psql`), bodies `bytea`, times milliseconds since the epoch.
+/// An operation's rows: the statements the PostgreSQL store sends for them and the decoding of
+/// the rows it reads back, from and into Model's operation values, as Storage's record codec
+/// does for the local log. An operation is a row of `requests`, written once, and a row of
+/// `states`, written at each outcome (schema v6); reads go through the view `operations` that
+/// joins them, except those that follow a lane's order, which must name `states`. Headers are
+/// JSON arrays of `[name, value]` pairs (readable in `psql`), bodies `bytea`, times
+/// milliseconds since the epoch.
 ///
 /// Every statement that finds operations is shaped for one index of the schema (the lane's
 /// next operation, a key, a status in arrival order), so none scans the table: the tests check
@@ -13,12 +16,24 @@ import OutboxModel
 public enum PostgresOperations {
     public typealias Statement = PostgresGroupCommit.Statement
 
-    /// The columns of a summary: everything but headers, bodies and stored answers.
-    static let summaryColumns = """
-        seq, id::text AS id, origin, lane, idempotency_key, fingerprint, credentials, method, target, priority, tag,
+    /// The columns of a summary: everything but headers, bodies and stored answers, read from
+    /// the view `operations` (schema v6: `requests` joined with `states`).
+    static let summaryColumns = summaryColumns(requests: "")
+
+    /// The columns of a summary read from `requests` and `states` joined by hand (a read in a
+    /// lane's order, through the index of `states`): the columns both tables have (`seq`,
+    /// `origin`, `lane`) are taken from `requests`, named `requests` (`"r."`).
+    static func summaryColumns(requests r: String) -> String {
+        """
+        \(r)seq, id::text AS id, \(r)origin, \(r)lane, idempotency_key, fingerprint, credentials, method, target, priority, tag,
         depends_on::text AS depends_on, created_at, status, attempts, retry_count, last_attempt_at, next_attempt_at,
         last_error, instance
         """
+    }
+
+    /// `requests` joined with `states` (schema v6), named `r` and `s`: what the view
+    /// `operations` is, for a statement that must say from which table it reads a lane.
+    static let joined = "requests r JOIN states s ON s.seq = r.seq"
     static let answerColumns = """
         response_status, response_headers::text AS response_headers, response_body, response_omitted,
         conflict_status, conflict_headers::text AS conflict_headers, conflict_body, conflict_omitted
@@ -116,17 +131,23 @@ public enum PostgresOperations {
     /// one statement.
     static let addedRowsSQL = """
         WITH added AS (
-            INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
-                                    priority, tag, depends_on, created_at, lane_rank, status, attempts, retry_count)
+            INSERT INTO requests (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                  priority, tag, depends_on, created_at)
             SELECT a.id, $1::text, $2::text, a.idempotency_key, a.fingerprint, a.credentials, a.method, a.target, a.headers,
-                   a.body, a.priority, a.tag, a.depends_on, a.created_at, a.lane_rank, $16::text, $17::integer, $18::integer
+                   a.body, a.priority, a.tag, a.depends_on, a.created_at
               FROM unnest($3::uuid[], $4::text[], $5::bytea[], $6::bytea[], $7::text[], $8::text[], $9::jsonb[], $10::bytea[],
-                          $11::smallint[], $12::text[], $13::uuid[], $14::bigint[], $15::smallint[])
+                          $11::smallint[], $12::text[], $13::uuid[], $14::bigint[])
                    AS a(id, idempotency_key, fingerprint, credentials, method, target, headers, body, priority, tag,
-                        depends_on, created_at, lane_rank)
+                        depends_on, created_at)
             ON CONFLICT (origin, idempotency_key) DO NOTHING
+            RETURNING seq, id),
+        -- The rank comes with the id it was computed for: RETURNING names only the new row.
+        stated AS (
+            INSERT INTO states (seq, origin, lane, status, lane_rank, attempts, retry_count)
+            SELECT added.seq, $1::text, $2::text, $16::text, ranks.lane_rank, $17::integer, $18::integer
+              FROM added JOIN unnest($3::uuid[], $15::smallint[]) AS ranks(id, lane_rank) ON ranks.id = added.id
             RETURNING 1),
-        counted AS (SELECT count(*) AS n FROM added)
+        counted AS (SELECT count(*) AS n FROM stated)
         UPDATE lanes SET unfinished = lanes.unfinished + counted.n FROM counted
          WHERE lanes.origin = $1 AND lanes.lane = $2
         RETURNING counted.n AS n
@@ -241,20 +262,20 @@ public enum PostgresOperations {
                      response_status, response_headers, response_body, response_omitted,
                      conflict_status, conflict_headers, conflict_body, conflict_omitted, finished_at, holder, fence)),
         changed AS (
-            UPDATE operations o SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
+            UPDATE states s SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
                    retry_count = v.retry_count, last_attempt_at = v.last_attempt_at, next_attempt_at = v.next_attempt_at,
                    last_error = v.last_error, instance = v.instance,
                    response_status = v.response_status, response_headers = v.response_headers,
                    response_body = v.response_body, response_omitted = v.response_omitted,
                    conflict_status = v.conflict_status, conflict_headers = v.conflict_headers,
                    conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
-              FROM v
-             WHERE o.id = v.id AND o.status IN ('pending', 'inProgress')
+              FROM v JOIN requests r ON r.id = v.id
+             WHERE s.seq = r.seq AND s.status IN ('pending', 'inProgress')
                -- A scalar subquery, checked on each row found by its id: as EXISTS the planner
                -- joined the lanes first and walked each lane's unfinished rows for the id.
                AND (SELECT l.holder = v.holder AND l.fence = v.fence FROM lanes l
-                     WHERE l.origin = o.origin AND l.lane = o.lane)
-            RETURNING o.id, o.origin, o.lane, v.finished_at IS NOT NULL AS finished),
+                     WHERE l.origin = s.origin AND l.lane = s.lane)
+            RETURNING v.id, s.origin, s.lane, v.finished_at IS NOT NULL AS finished),
         counted AS (
             SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
         counts AS (
@@ -275,8 +296,8 @@ public enum PostgresOperations {
     /// the highest priority.
     public static func nextInLane(origin: Origin, orderingKey: String?) -> Statement {
         ("""
-         SELECT \(summaryColumns) FROM operations WHERE origin = $1 AND lane = $2 AND \(unfinished)
-          ORDER BY lane_rank DESC, seq LIMIT 1
+         SELECT \(summaryColumns(requests: "r.")) FROM \(joined) WHERE s.origin = $1 AND s.lane = $2 AND \(unfinished)
+          ORDER BY lane_rank DESC, s.seq LIMIT 1
          """, [.text(origin.description), .text(orderingKey ?? "")])
     }
 

@@ -26,6 +26,7 @@ public enum PostgresSchema {
         Migration(version: 4, name: "lane_marks", sql: String(decoding: PackageResources.v004_lane_marks_sql, as: UTF8.self)),
         Migration(version: 5, name: "lane_mark_arrivals",
                   sql: String(decoding: PackageResources.v005_lane_mark_arrivals_sql, as: UTF8.self)),
+        Migration(version: 6, name: "states", sql: String(decoding: PackageResources.v006_states_sql, as: UTF8.self)),
     ]
 
     /// The version this binary migrates a schema to.

@@ -121,7 +121,8 @@ struct PostgresLanesTests {
         let outcome = try await PostgresServer.onThread { _ in
             let connection = try queue.connect()
             defer { connection.close() }
-            let id = UUID().uuidString.lowercased()
+            let uuid = UUID()
+            let id = uuid.uuidString.lowercased()
             try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k", id: id))
             let first = try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 10)
             let whileLive = try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 10)
@@ -131,9 +132,9 @@ struct PostgresLanesTests {
             let renewedByA = try PostgresLanes.renew(connection, holder: "a", leaseSeconds: 30)
             let renewedByB = try PostgresLanes.renew(connection, holder: "b", leaseSeconds: 30)
             func fencedWrite(_ holder: String, _ fence: Int64?) throws -> Int {
-                try connection.execute("UPDATE operations SET status = 'completed' WHERE id = $1::uuid AND "
-                                       + PostgresLanes.heldCondition(holder: 2, fence: 3),
-                                       [.text(id), .text(holder), .int64(fence ?? -1)]).affected
+                let write = PostgresOperations.record(uuid, OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
+                                                      priority: .normal, instance: holder, holder: holder, fence: fence ?? -1)[0]
+                return try connection.execute(write.sql, write.parameters).rows.count
             }
             let writeByA = try fencedWrite("a", first.first?.fence)
             let writeByB = try fencedWrite("b", takeover.first?.fence)

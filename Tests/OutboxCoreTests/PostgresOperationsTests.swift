@@ -192,27 +192,33 @@ struct PostgresOperationsTests {
             let connection = try queue.connect()
             defer { connection.close() }
             try connection.execute("""
-                INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
-                                        priority, created_at, status, lane_rank, finished_at)
-                SELECT gen_random_uuid(), 'http://o' || (i % 10) || '.test:80', 'k' || (i % 100), 'key-' || i, '\\x00', '\\x',
-                       'POST', '/', '[]', '\\x', i % 4, i, CASE WHEN i % 100 = 3 THEN 'pending' ELSE 'completed' END, i % 4,
-                       CASE WHEN i % 100 = 3 THEN NULL ELSE i END
-                  FROM generate_series(1, 100000) AS i
+                WITH added AS (
+                    INSERT INTO requests (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                          priority, created_at)
+                    SELECT gen_random_uuid(), 'http://o' || (i % 10) || '.test:80', 'k' || (i % 100), 'key-' || i, '\\x00', '\\x',
+                           'POST', '/', '[]', '\\x', i % 4, i
+                      FROM generate_series(1, 100000) AS i
+                    RETURNING seq, origin, lane, priority, created_at)
+                INSERT INTO states (seq, origin, lane, status, lane_rank, finished_at)
+                SELECT seq, origin, lane, CASE WHEN created_at % 100 = 3 THEN 'pending' ELSE 'completed' END, priority,
+                       CASE WHEN created_at % 100 = 3 THEN NULL ELSE created_at END
+                  FROM added
                 """)
-            try connection.execute("ANALYZE operations")
+            try connection.execute("ANALYZE requests")
+            try connection.execute("ANALYZE states")
             let origin = Origin(scheme: .http, host: "o3.test", port: 80)
             let statements: [(String, PostgresOperations.Statement)] = [
-                ("operations_key", PostgresOperations.byKey("key-4242", origin: origin)),
-                ("operations_lane_next", PostgresOperations.nextInLane(origin: origin, orderingKey: "k3")),
-                ("operations_status", PostgresOperations.list(status: .pending, afterSeq: 50_000, limit: 100)),
+                ("requests_key", PostgresOperations.byKey("key-4242", origin: origin)),
+                ("states_lane_next", PostgresOperations.nextInLane(origin: origin, orderingKey: "k3")),
+                ("states_status", PostgresOperations.list(status: .pending, afterSeq: 50_000, limit: 100)),
                 // The store's own: the proxy's question, a lane's operations taken ahead, and a
                 // batch of fenced states (each reads the rows it changes by their unique index).
-                ("operations_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
+                ("requests_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
                 // The status poll's look at what this instance has in flight.
-                ("operations_id_key", PostgresOperations.pendingAmong([UUID(), UUID(), UUID()])),
-                ("operations_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [UUID()],
+                ("requests_id_key", PostgresOperations.pendingAmong([UUID(), UUID(), UUID()])),
+                ("states_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [UUID()],
                                                                       limit: 64, holder: "h", fence: 1)),
-                ("operations_id_key", PostgresOperations.recordMany([
+                ("requests_id_key", PostgresOperations.recordMany([
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
                                                   priority: .normal, instance: "i", holder: "h", fence: 1),
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .pending, nextAttemptAt: 9, attempts: 1),
@@ -223,8 +229,8 @@ struct PostgresOperationsTests {
             // the oldest pending operations only, retention at the finished ones by age.
             let retention = PostgresOperations.retentionCondition(cutoff: 1_000)
             let sweeps: [(String, PostgresOperations.Statement)] = [
-                ("operations_status", PostgresOperations.expire(cutoff: 1_000, limit: 1000, now: 2_000_000)),
-                ("operations_finished_at", PostgresOperations.remove(where: retention.0, retention.1, until: Int64.max, limit: 1000,
+                ("states_status", PostgresOperations.expire(cutoff: 1_000, limit: 1000, now: 2_000_000)),
+                ("states_finished_at", PostgresOperations.remove(where: retention.0, retention.1, from: "states", until: Int64.max, limit: 1000,
                                                                      orderedBy: "finished_at")),
             ]
             let explain = { (index: String, statement: PostgresOperations.Statement) throws -> (String, String) in
@@ -242,7 +248,7 @@ struct PostgresOperationsTests {
         for (index, plan) in plans.1 {
             let nodes = try Self.planNodes(plan)
             // Their own small results may be grouped or sorted; the table is never scanned.
-            #expect(!nodes.contains { $0.type == "Seq Scan" && $0.relation == "operations" }, "\(index): \(plan)")
+            #expect(!nodes.contains { $0.type == "Seq Scan" && ["requests", "states"].contains($0.relation) }, "\(index): \(plan)")
             #expect(nodes.contains { $0.index == index }, "\(index) not used: \(plan)")
         }
     }

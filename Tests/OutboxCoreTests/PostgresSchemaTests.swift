@@ -33,7 +33,7 @@ struct PostgresSchemaTests {
         #expect(latest >= 1)
         #expect(first == PostgresSchema.Migrated(from: 0, to: latest))
         #expect(second == PostgresSchema.Migrated(from: latest, to: latest))
-        #expect(tables == ["lanes", "operations", "outbox_migrations", "status_counts"])
+        #expect(tables == ["lanes", "outbox_migrations", "requests", "states", "status_counts"])
         #expect(rows == PostgresSchema.migrations.map { "\($0.version)/\($0.name)" })
     }
 
@@ -47,8 +47,14 @@ struct PostgresSchemaTests {
             let connection = try PostgresConnection(server.conninfo(schema: schema))
             defer { connection.close() }
             _ = try PostgresSchema.migrate(connection, schema: schema, migrations: Array(PostgresSchema.migrations.prefix(2)))
-            for key in ["a", "b", "c"] { try PostgresLanesTests.inTransaction(connection, PostgresLanesTests.add(origin: "http://o", lane: "", key: key)) }
-            try connection.execute("UPDATE operations SET status = 'failed' WHERE idempotency_key = 'c'")
+            // Rows as version 2 kept them, in one table (version 6 moves their states out).
+            try connection.execute("""
+                INSERT INTO operations (id, origin, lane, idempotency_key, fingerprint, credentials, method, target, headers, body,
+                                        priority, created_at, status, lane_rank)
+                SELECT gen_random_uuid(), 'http://o', '', key, '\\x00', '\\x', 'POST', '/', '[]', '\\x', 1, 0,
+                       CASE key WHEN 'c' THEN 'failed' ELSE 'pending' END, 1
+                  FROM unnest(ARRAY['a', 'b', 'c']) AS key
+                """)
             _ = try PostgresSchema.migrate(connection, schema: schema)
             let counts = "SELECT status || '=' || n FROM (\(PostgresOperations.countsByStatus.sql)) c ORDER BY 1"
             let upgraded = try connection.execute(counts).rows.compactMap { $0[0] }
@@ -59,10 +65,12 @@ struct PostgresSchemaTests {
             try PostgresLanesTests.inTransaction(other, PostgresLanesTests.add(origin: "http://o", lane: "k", key: "d"))
             let many = PostgresOperations.addMany((0..<5).map { PostgresOperationsTests.request($0, key: "many-\($0)", lane: "m") })
             try PostgresLanesTests.inTransaction(other, many)
-            try connection.execute("UPDATE operations SET status = 'completed' WHERE idempotency_key IN ('a', 'many-1', 'many-2')")
-            try other.execute("UPDATE operations SET attempts = attempts + 1 WHERE status = 'pending'")
-            try other.execute("UPDATE operations SET status = 'inProgress' WHERE idempotency_key = 'many-3'")
-            try connection.execute("DELETE FROM operations WHERE idempotency_key IN ('b', 'many-1')")
+            func ofKeys(_ keys: String) -> String { "seq IN (SELECT seq FROM requests WHERE idempotency_key IN (\(keys)))" }
+            try connection.execute("UPDATE states SET status = 'completed' WHERE " + ofKeys("'a', 'many-1', 'many-2'"))
+            try other.execute("UPDATE states SET attempts = attempts + 1 WHERE status = 'pending'")
+            try other.execute("UPDATE states SET status = 'inProgress' WHERE " + ofKeys("'many-3'"))
+            try connection.execute("WITH gone AS (DELETE FROM states WHERE \(ofKeys("'b', 'many-1'")) RETURNING seq) "
+                                   + "DELETE FROM requests WHERE seq IN (SELECT seq FROM gone)")
             let kept = try connection.execute(counts).rows.compactMap { $0[0] }
             let counted = try connection.execute("SELECT status || '=' || count(*) FROM operations GROUP BY status ORDER BY 1")
                 .rows.compactMap { $0[0] }
@@ -192,7 +200,7 @@ struct PostgresSchemaTests {
             try connection.execute("DROP SCHEMA \(PostgresSchema.quoted(odd)) CASCADE")
             return (tables, empty, long)
         }
-        #expect(tables == ["lanes", "operations", "outbox_migrations", "status_counts"])
+        #expect(tables == ["lanes", "outbox_migrations", "requests", "states", "status_counts"])
         #expect(empty == .invalidName(""))
         #expect(long == .invalidName(String(repeating: "s", count: 64)))
         #expect(PostgresSchema.isValidName(String(repeating: "s", count: 63)))
