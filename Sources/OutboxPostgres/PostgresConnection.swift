@@ -165,10 +165,22 @@ public final class PostgresConnection {
     /// The server's version as libpq reports it (150018 for 15.18).
     public var serverVersion: Int { connection.map { Int(PQserverVersion($0)) } ?? 0 }
 
-    /// Runs one statement with `$1…` parameters and returns its rows.
+    /// Runs one statement with `$1…` parameters and returns its rows; in `binary`, see
+    /// `pipeline`.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
-        try pipeline([(sql, parameters)])[0]
+    public func execute(_ sql: String, _ parameters: [PostgresValue] = [],
+                        binary: Bool = false) throws(PostgresError) -> PostgresResult {
+        try pipeline([(sql, parameters)], binary: binary)[0]
+    }
+
+    /// Runs one statement, in a transaction of its own, with the plan its prepared form gets
+    /// once for any values (`plan_cache_mode = force_generic_plan` for that transaction) where
+    /// the connection plans each execution for its values: for a statement whose plan does not
+    /// depend on them, planning it each time costs more than running it. One round trip.
+    public func executePlannedOnce(_ sql: String, _ parameters: [PostgresValue] = [],
+                                   binary: Bool = false) throws(PostgresError) -> PostgresResult {
+        try pipeline([("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", []), (sql, parameters), ("COMMIT", [])],
+                     binary: binary)[2]
     }
 
     /// Sends every statement before reading any answer (libpq's pipeline mode: one round trip
@@ -176,7 +188,13 @@ public final class PostgresConnection {
     /// makes the server skip the rest up to the end of the pipeline; that failure is thrown.
     /// Wrapped in `BEGIN` … `COMMIT` by the caller, the statements share one commit: group
     /// commit, one WAL flush for every write of the batch.
-    public func pipeline(_ statements: [(String, [PostgresValue])]) throws(PostgresError) -> [PostgresResult] {
+    ///
+    /// `binary` asks for the results in PostgreSQL's binary format: a `bytea` value comes as its
+    /// bytes, not as hex text twice its size that the server encodes and this decodes (a look
+    /// ahead's bodies). The result reads the same (`PostgresResult`), for the types it knows in
+    /// that format: `text`, `varchar`, `bytea`, `jsonb`, `uuid`, `bool` and the integers; a
+    /// column of another type reads as NULL, so such a statement casts it to `text`.
+    public func pipeline(_ statements: [(String, [PostgresValue])], binary: Bool = false) throws(PostgresError) -> [PostgresResult] {
         guard let conn = connection, PQstatus(conn) == CONNECTION_OK else {
             throw PostgresError(sqlState: nil, message: "the connection is closed")
         }
@@ -188,16 +206,16 @@ public final class PostgresConnection {
         var preparing: [(sql: String, name: String)] = []
         for (sql, parameters) in statements {
             if let name = prepared[sql] ?? preparing.first(where: { $0.sql == sql })?.name {
-                guard Self.sendPrepared(conn, name, parameters) == 1 else { throw fail() }
+                guard Self.sendPrepared(conn, name, parameters, binary: binary) == 1 else { throw fail() }
             } else if prepared.count + burnedNames + preparing.count < Self.maxPrepared, parameters.count <= Self.maxPreparedParameters,
                       !sql.hasPrefix("BEGIN"), !sql.hasPrefix("COMMIT") {
                 let name = "s\(prepared.count + burnedNames + preparing.count)"
                 guard PQsendPrepare(conn, name, sql, Int32(parameters.count), nil) == 1 else { throw fail() }
                 isPrepare.append(true)
                 preparing.append((sql, name))
-                guard Self.sendPrepared(conn, name, parameters) == 1 else { throw fail() }
+                guard Self.sendPrepared(conn, name, parameters, binary: binary) == 1 else { throw fail() }
             } else {
-                guard Self.send(conn, sql, parameters) == 1 else { throw fail() }
+                guard Self.send(conn, sql, parameters, binary: binary) == 1 else { throw fail() }
             }
             isPrepare.append(false)
         }
@@ -273,15 +291,15 @@ public final class PostgresConnection {
     /// Prepared names given out in pipelines that failed: never reused (the server may hold them).
     private var burnedNames = 0
 
-    private static func sendPrepared(_ conn: OpaquePointer, _ name: String, _ parameters: [PostgresValue]) -> Int32 {
+    private static func sendPrepared(_ conn: OpaquePointer, _ name: String, _ parameters: [PostgresValue], binary: Bool) -> Int32 {
         withParameters(parameters) { count, values, lengths, formats in
-            PQsendQueryPrepared(conn, name, count, values, lengths, formats, 0)
+            PQsendQueryPrepared(conn, name, count, values, lengths, formats, binary ? 1 : 0)
         }
     }
 
-    private static func send(_ conn: OpaquePointer, _ sql: String, _ parameters: [PostgresValue]) -> Int32 {
+    private static func send(_ conn: OpaquePointer, _ sql: String, _ parameters: [PostgresValue], binary: Bool) -> Int32 {
         withParameters(parameters) { count, values, lengths, formats in
-            PQsendQueryParams(conn, sql, count, nil, values, lengths, formats, 0)
+            PQsendQueryParams(conn, sql, count, nil, values, lengths, formats, binary ? 1 : 0)
         }
     }
 
@@ -377,22 +395,28 @@ public final class PostgresConnection {
         let columnCount = Int(PQnfields(result))
         let rowCount = Int(PQntuples(result))
         let columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
-        // bytea (type 17) is decoded straight from libpq's buffer: a body is never a String.
-        let byteColumns = Set((0..<columnCount).filter { PQftype(result, Int32($0)) == 17 })
+        let types = (0..<columnCount).map { PQftype(result, Int32($0)) }
+        let binary = (0..<columnCount).map { PQfformat(result, Int32($0)) == 1 }
+        func value(_ row: Int, _ column: Int) -> UnsafeBufferPointer<UInt8>? {
+            guard PQgetisnull(result, Int32(row), Int32(column)) == 0, let value = PQgetvalue(result, Int32(row), Int32(column))
+            else { return nil }
+            let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+            return value.withMemoryRebound(to: UInt8.self, capacity: length) { UnsafeBufferPointer(start: $0, count: length) }
+        }
+        // bytea is decoded straight from libpq's buffer: a body is never a String.
+        let byteColumns = Set((0..<columnCount).filter { types[$0] == PostgresBinary.bytea })
         var decoded: [Int: [[UInt8]?]] = [:]
         for column in byteColumns {
             decoded[column] = (0..<rowCount).map { row -> [UInt8]? in
-                guard PQgetisnull(result, Int32(row), Int32(column)) == 0, let value = PQgetvalue(result, Int32(row), Int32(column))
-                else { return nil }
-                let length = Int(PQgetlength(result, Int32(row), Int32(column)))
-                return value.withMemoryRebound(to: UInt8.self, capacity: length) { PostgresResult.hex(UnsafeBufferPointer(start: $0, count: length)) }
+                guard let bytes = value(row, column) else { return nil }
+                return binary[column] ? Array(bytes) : PostgresResult.hex(bytes)
             }
         }
         let rows: [[String?]] = (0..<rowCount).map { row in
             (0..<columnCount).map { column in
-                if PQgetisnull(result, Int32(row), Int32(column)) == 1 { return nil }
+                guard let bytes = value(row, column) else { return nil }
                 if byteColumns.contains(column) { return "\\x" }
-                return String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+                return binary[column] ? PostgresBinary.text(bytes, type: types[column]) : String(decoding: bytes, as: UTF8.self)
             }
         }
         return PostgresResult(columns: columns, rows: rows, affected: Int(String(cString: PQcmdTuples(result))) ?? 0, decoded: decoded)

@@ -423,7 +423,13 @@ extension PostgresQueue {
         let limit = Self.refillBelow * 2
         let statement = PostgresOperations.takeAhead(origin: laneID.origin, lane: laneID.lane, excluding: excluding, limit: limit,
                                                      holder: holder, fence: claim.fence)
-        read({ connection throws(PostgresError) in [try connection.execute(statement.sql, statement.parameters)] }) { [self] result in
+        // Planned once per connection: its plan is the same for every lane (the lane's index),
+        // and planning it for each look took a fifth of the cluster's time in a keyed drain. In
+        // binary: the bodies come as their bytes, not as hex twice their size.
+        read({ connection throws(PostgresError) in
+            [try connection.executePlannedOnce(statement.sql, statement.parameters, binary: true)]
+        }) {
+            [self] result in
             var found: [Ahead] = []
             var failed = false
             switch result {
@@ -469,7 +475,8 @@ extension PostgresQueue {
     /// Reads the body of an operation that is its lane's head but came ahead without it.
     private func loadBody(of id: UUID, in laneID: LaneID, origin: Origin) {
         let statement = PostgresOperations.request(id)
-        read({ connection throws(PostgresError) in try connection.execute(statement.sql, statement.parameters) }) { [self] result in
+        read({ connection throws(PostgresError) in try connection.execute(statement.sql, statement.parameters, binary: true) }) {
+            [self] result in
             var request: OperationRequest?
             if case .success(let rows) = result, !rows.rows.isEmpty {
                 if let headersText = rows.value(0, "headers"), let headers = PostgresOperations.headers(fromJSON: headersText),

@@ -34,6 +34,68 @@ struct PostgresConnectionTests {
         #expect(row.value(0, "missing") == nil)
     }
 
+    /// A result asked for in binary reads as the same result in text: every type the binary
+    /// reader knows, at its extremes, NULLs, and a type it does not know (read as NULL).
+    @Test func aBinaryResultReadsAsTheTextOneDoes() async throws {
+        let body: [UInt8] = (0..<1024).map { UInt8(truncatingIfNeeded: $0 &* 7) } + [0, 0, 255]
+        let (text, binary) = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            let select = """
+                SELECT $1::bytea AS body, ''::bytea AS empty, 'zürich "q" \\ x'::text AS name, 'v'::varchar AS short,
+                       n2::smallint AS n2, n4::integer AS n4, n8::bigint AS n8, flag, '0198f2a4-7c1e-7abc-8def-0123456789ab'::uuid AS id,
+                       '[["A","b"],["C","ü"]]'::jsonb AS headers, NULL::text AS missing, NULL::bytea AS gone
+                  FROM (VALUES (-32768, -2147483648, -9223372036854775808, true), (32767, 2147483647, 9223372036854775807, false),
+                               (0, -1, -1, true)) AS v(n2, n4, n8, flag)
+                """
+            return (try connection.execute(select, [.bytes(body)]), try connection.execute(select, [.bytes(body)], binary: true))
+        }
+        #expect(text.rows.count == 3)
+        #expect(binary.columns == text.columns)
+        #expect(binary.rows == text.rows)
+        for row in 0..<3 {
+            #expect(binary.bytes(row, "body") == body)
+            #expect(binary.bytes(row, "empty") == [])
+            #expect(binary.bytes(row, "gone") == nil)
+        }
+        #expect(binary.value(0, "n8") == "-9223372036854775808" && binary.value(1, "n4") == "2147483647")
+        #expect(binary.value(2, "id") == "0198f2a4-7c1e-7abc-8def-0123456789ab")
+        let other = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            return try connection.execute("SELECT 1.5::numeric AS n, 'x'::text AS t", binary: true)
+        }
+        #expect(other.value(0, "n") == nil, "numeric is not read in binary")
+        #expect(other.value(0, "t") == "x")
+    }
+
+    /// A statement run planned once is planned for any values the first time and never again,
+    /// on a connection that plans every other execution for its values (as the store's do); it
+    /// answers as a planned-each-time one does, and leaves no transaction open.
+    @Test func aStatementRunPlannedOnceIsNotPlannedForItsValuesAgain() async throws {
+        let (plans, answers, open) = try await withSchema { server, schema in
+            let connection = try PostgresConnection(server.conninfo(schema: schema))
+            defer { connection.close() }
+            try connection.execute("SET plan_cache_mode = force_custom_plan")
+            try connection.execute("CREATE TABLE t (k text PRIMARY KEY, n int)")
+            try connection.execute("INSERT INTO t SELECT 'k' || i, i FROM generate_series(1, 100) i")
+            let custom = "SELECT n FROM t WHERE k = $1", once = "SELECT n + 0 AS n FROM t WHERE k = $1"
+            var answers: [String?] = []
+            for key in ["k1", "k2", "k3"] {
+                answers.append(try connection.execute(custom, [.text(key)]).value(0, "n"))
+                answers.append(try connection.executePlannedOnce(once, [.text(key)]).value(0, "n"))
+            }
+            let plans = try connection.execute("""
+                SELECT statement = $1 AS once, generic_plans, custom_plans FROM pg_prepared_statements
+                 WHERE statement IN ($1, $2) ORDER BY 1
+                """, [.text(once), .text(custom)]).rows.map { $0.compactMap { $0 }.joined(separator: "/") }
+            return (plans, answers, connection.inTransaction)
+        }
+        #expect(plans == ["f/0/3", "t/3/0"], "each execution planned for its values, and the other planned once")
+        #expect(answers == ["1", "1", "2", "2", "3", "3"])
+        #expect(!open)
+    }
+
     @Test func aPipelineCommitsItsStatementsTogether() async throws {
         let (results, visible, transactions) = try await withSchema { server, schema in
             let connection = try PostgresConnection(server.conninfo(schema: schema))
