@@ -107,7 +107,8 @@ public final class PostgresServer: Sendable {
         let port = try freePort()
         let (pid, log) = try launch(bin: bin, directory: directory, port: port)
         let server = PostgresServer(port: port, directory: directory, pid: pid, log: log)
-        running.withLock { $0[pid] = directory }
+        running.withLock { _ = $0.insert(pid) }
+        directories.withLock { _ = $0.insert(directory) }
         registerExitHandler()
         return server
     }
@@ -117,7 +118,7 @@ public final class PostgresServer: Sendable {
     public func stop(immediate: Bool = true) {
         let pid = self.pid
         Self.stop(pid: pid, signal: immediate ? SIGQUIT : SIGINT)
-        Self.running.withLock { $0[pid] = nil }
+        Self.running.withLock { _ = $0.remove(pid) }
     }
 
     /// Starts the stopped server again on the same port and data, and waits until it is ready
@@ -126,7 +127,7 @@ public final class PostgresServer: Sendable {
         guard let bin = Self.binDirectory else { throw StartError(description: Self.missing) }
         let (pid, log) = try Self.launch(bin: bin, directory: directory, port: port)
         process.withLock { $0 = (pid, log) }
-        Self.running.withLock { $0[pid] = directory }
+        Self.running.withLock { _ = $0.insert(pid) }
     }
 
     private static var asRoot: Bool { getuid() == 0 }
@@ -211,8 +212,10 @@ public final class PostgresServer: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Running servers by pid, with their directories: stopped and removed at exit.
-    private static let running = Mutex<[pid_t: String]>([:])
+    /// Running servers by pid: stopped at exit.
+    private static let running = Mutex<Set<pid_t>>([])
+    /// Every server's directory, running or stopped by its test: removed at exit.
+    private static let directories = Mutex<Set<String>>([])
     private static let exitHandler = Mutex(false)
 
     private static func registerExitHandler() {
@@ -236,11 +239,10 @@ public final class PostgresServer: Sendable {
     }
 
     /// Fast shutdown of every server still running (SIGINT: sessions ended, a checkpoint),
-    /// bounded; then their directories go.
+    /// bounded; then every server's directory goes, also those a test stopped for good.
     private static func stopAllAtExit() {
-        let servers = running.withLock { $0 }
-        for (pid, _) in servers { stop(pid: pid, signal: SIGINT) }
-        for (_, directory) in servers { _ = try? FileManager.default.removeItem(atPath: directory) }
+        for pid in running.withLock({ $0 }) { stop(pid: pid, signal: SIGINT) }
+        for directory in directories.withLock({ $0 }) { _ = try? FileManager.default.removeItem(atPath: directory) }
     }
 }
 
