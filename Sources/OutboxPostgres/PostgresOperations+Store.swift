@@ -52,7 +52,8 @@ extension PostgresOperations {
     public static let aheadBodyLimit = 16 * 1024
 
     /// Takes the next `limit` operations of a lane held by `holder` under `fence`, leaving out
-    /// `excluding` (those the holder has already) and those whose dependency has not ended
+    /// the arrival numbers `excluding` (those the holder has already: left out by `states`'
+    /// `seq`, before their requests are read) and those whose dependency has not ended
     /// (`QueueRules.dependency`: they wait out of order), and marks on the lane's row how far in
     /// its order they reach (schema v4): a claim that takes the lane over from a holder that
     /// stopped first counts one more attempt for every operation up to that mark, so an attempt
@@ -61,15 +62,17 @@ extension PostgresOperations {
     /// row's lock: a holder whose claim was just taken over takes nothing. An operation left
     /// `inProgress` by a holder that stopped is taken too: it is sent again. The rows come back
     /// in any order; `aheadRow` decodes them, and the caller sorts them by rank and `seq`.
-    public static func takeAhead(origin: String, lane: String, excluding: [UUID], limit: Int,
+    public static func takeAhead(origin: String, lane: String, excluding: [Int64], limit: Int,
                                  holder: String, fence: Int64) -> Statement {
-        ("""
+        var excluded = PostgresArray(of: .int8)
+        for seq in excluding { excluded.append(int8: seq) }
+        return ("""
          WITH next AS (
              SELECT \(summaryColumns(requests: "r.")), lane_rank, headers::text AS headers, octet_length(body) AS body_length,
                     CASE WHEN octet_length(body) <= \(aheadBodyLimit) THEN body END AS body,
                     (SELECT d.status FROM operations d WHERE d.id = r.depends_on) AS dependency_status
                FROM \(joined)
-              WHERE s.origin = $1 AND s.lane = $2 AND \(unfinished) AND NOT (r.id = ANY($3::uuid[]))
+              WHERE s.origin = $1 AND s.lane = $2 AND \(unfinished) AND NOT (s.seq = ANY($3::bigint[]))
                 AND (r.depends_on IS NULL
                      -- A scalar subquery, one probe of the id index per row: as NOT EXISTS the
                      -- planner may hash every unfinished operation of the table instead.
@@ -91,7 +94,7 @@ extension PostgresOperations {
               WHERE l.origin = $1 AND l.lane = $2 AND l.holder = $4 AND l.fence = $5
              RETURNING 1)
          SELECT * FROM next WHERE EXISTS (SELECT 1 FROM marked)
-         """, [.text(origin), .text(lane), .text(uuidArray(excluding)), .text(holder), .int64(fence)])
+         """, [.text(origin), .text(lane), excluded.finish(), .text(holder), .int64(fence)])
     }
 
     /// The last operation taken (`last`) lies further in the lane's order than the lane's mark.

@@ -56,7 +56,7 @@ struct HeldLane: Sendable {
     /// operation: until they are, the database still has those operations as they were, so a
     /// look ahead leaves them out, and the claim is not let go (a write under a claim that is
     /// gone matches nothing).
-    var unwritten: [UUID: Int] = [:]
+    var unwritten: [UUID: Unwritten] = [:]
     var refilling = false
     /// The last look ahead found fewer operations than it asked for: the lane holds no more
     /// than what is here (until something is added to it).
@@ -65,6 +65,8 @@ struct HeldLane: Sendable {
 
     struct InFlight: Sendable {
         var id: UUID
+        /// Its arrival number (`seq`): a look ahead leaves it out by it.
+        var seq: Int64
         var request: OperationRequest
         var cancellation: CallCancellation
         /// The attempt count committed for it.
@@ -82,12 +84,23 @@ struct HeldLane: Sendable {
 
     var isIdle: Bool { ahead.isEmpty && inFlight == nil && unwritten.isEmpty && !refilling && exhausted && !releasing }
 
-    mutating func writing(_ id: UUID) { unwritten[id, default: 0] += 1 }
+    /// Writes of one operation's state not committed yet, and its `seq`.
+    struct Unwritten: Sendable {
+        var count: Int
+        let seq: Int64
+    }
+
+    mutating func writing(_ id: UUID, seq: Int64) { unwritten[id, default: Unwritten(count: 0, seq: seq)].count += 1 }
 
     mutating func written(_ id: UUID) {
-        unwritten[id, default: 1] -= 1
-        if unwritten[id] == 0 { unwritten[id] = nil }
+        guard var entry = unwritten[id] else { return }
+        entry.count -= 1
+        unwritten[id] = entry.count > 0 ? entry : nil
     }
+
+    /// The arrival numbers of the lane's operations this instance has already (ahead, in flight,
+    /// or their states not committed): a look ahead leaves them out.
+    var held: [Int64] { ahead.map(\.seq) + (inFlight.map { [$0.seq] } ?? []) + unwritten.values.map(\.seq) }
 
     /// Adds what a look ahead found, keeping the lane's order; one already here keeps its place.
     mutating func merge(_ found: [Ahead]) {
@@ -140,7 +153,7 @@ extension PostgresQueue {
                     if head.doomed {
                         // The lane waits for its write, as for an attempt's outcome.
                         lane.ahead.removeFirst()
-                        lane.inFlight = HeldLane.InFlight(id: head.id, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
+                        lane.inFlight = HeldLane.InFlight(id: head.id, seq: head.seq, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
                                                           cancellation: CallCancellation(), marked: head.marked)
                         return .failDependent(head.id, head.snapshot.state)
                     }
@@ -165,10 +178,10 @@ extension PostgresQueue {
                     // write of its state in flight counts it, and the attempt waits for its commit.
                     let mark: AttemptMark? = number > head.marked ? AttemptMark() : nil
                     let write = PendingState(id: head.id, state: inProgress, priority: request.priority, claim: lane.claim)
-                    lane.inFlight = HeldLane.InFlight(id: head.id, request: request, cancellation: cancellation,
+                    lane.inFlight = HeldLane.InFlight(id: head.id, seq: head.seq, request: request, cancellation: cancellation,
                                                       marked: max(head.marked, number), state: inProgress,
                                                       unwrittenState: mark == nil ? write : nil, takenAt: MonotonicClock.nanos())
-                    if mark != nil { lane.writing(head.id) }
+                    if mark != nil { lane.writing(head.id, seq: head.seq) }
                     let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
                     let attempt = ReplayAttempt(id: head.id, request: request, taken: taken, inProgress: inProgress,
                                                 cancellation: cancellation, mark: mark)
@@ -262,10 +275,10 @@ extension PostgresQueue {
                 if state.status == .pending {
                     var snapshot = OperationSnapshot(flying.request, state: state)
                     snapshot.instance = instance
-                    lane.ahead.insert(Ahead(snapshot: snapshot, seq: 0, rank: Int.max, request: flying.request,
+                    lane.ahead.insert(Ahead(snapshot: snapshot, seq: flying.seq, rank: Int.max, request: flying.request,
                                             marked: givenBack ? state.attempts : flying.marked, doomed: false), at: 0)
                 }
-                lane.writing(id)
+                lane.writing(id, seq: flying.seq)
                 let refill = lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling
                 return (laneID, lane.claim, flying.request, refill)
             }
@@ -299,6 +312,7 @@ extension PostgresQueue {
         struct Expiry {
             let laneID: LaneID
             let snapshot: OperationSnapshot
+            let seq: Int64
             let state: OperationState
             let claim: LaneClaim
         }
@@ -312,13 +326,13 @@ extension PostgresQueue {
                         let found = lane.ahead.compactMap { ahead -> Expiry? in
                             ReplayTransition.expire(current: ahead.snapshot.state, createdAt: ahead.snapshot.createdAt, now: now,
                                                     ttlSeconds: ttlSeconds)
-                                .map { Expiry(laneID: laneID, snapshot: ahead.snapshot, state: $0, claim: lane.claim) }
+                                .map { Expiry(laneID: laneID, snapshot: ahead.snapshot, seq: ahead.seq, state: $0, claim: lane.claim) }
                         }
                         guard !found.isEmpty else { return }
                         let gone = Set(found.map(\.snapshot.id))
                         lane.ahead.removeAll { gone.contains($0.id) }
                         // Written like an outcome: the lane is not let go before the write commits.
-                        for expiry in found { lane.writing(expiry.snapshot.id) }
+                        for expiry in found { lane.writing(expiry.snapshot.id, seq: expiry.seq) }
                         if lane.ahead.count < Self.refillBelow && !lane.exhausted && !lane.refilling { refills.append(laneID) }
                         expiries += found
                     }
@@ -373,7 +387,7 @@ extension PostgresQueue {
                     guard let flying = lane.inFlight, let pending = flying.unwrittenState, flying.takenAt <= cutoff else { continue }
                     book.update(laneID) { lane in
                         lane.inFlight?.unwrittenState = nil
-                        lane.writing(pending.id)
+                        lane.writing(pending.id, seq: flying.seq)
                     }
                     due.append((pending, laneID))
                 }
@@ -412,12 +426,12 @@ extension PostgresQueue {
     /// connection, in a transaction of its own: it waits for no group commit. What the lane has
     /// already (ahead, in flight, or with a state on its way to the database) is left out.
     func lookAhead(in laneID: LaneID) {
-        guard let (claim, excluding) = book.withLock({ book -> (LaneClaim, [UUID])? in
-            book.update(laneID) { lane -> (LaneClaim, [UUID])? in
+        guard let (claim, excluding) = book.withLock({ book -> (LaneClaim, [Int64])? in
+            book.update(laneID) { lane -> (LaneClaim, [Int64])? in
                 // One look at a time: the next one is asked for when this one is back, if needed.
                 guard !lane.refilling, !lane.releasing else { return nil }
                 lane.refilling = true
-                return (lane.claim, lane.ahead.map(\.id) + (lane.inFlight.map { [$0.id] } ?? []) + Array(lane.unwritten.keys))
+                return (lane.claim, lane.held)
             } ?? nil
         }) else { return }
         let limit = Self.refillBelow * 2

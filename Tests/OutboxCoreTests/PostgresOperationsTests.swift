@@ -216,7 +216,7 @@ struct PostgresOperationsTests {
                 ("requests_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
                 // The status poll's look at what this instance has in flight.
                 ("requests_id_key", PostgresOperations.pendingAmong([UUID(), UUID(), UUID()])),
-                ("states_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [UUID()],
+                ("states_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [7],
                                                                       limit: 64, holder: "h", fence: 1)),
                 ("requests_id_key", PostgresOperations.recordMany([
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
