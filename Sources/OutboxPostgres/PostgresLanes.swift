@@ -43,6 +43,22 @@ public enum PostgresLanes {
          [.text(origin), .text(lane)])
     }
 
+    /// SQL for a CTE that locks the rows of `lanes` meeting `condition` (on `lanes l`) in the
+    /// one order every statement that locks several lanes' rows takes them, and gives back their
+    /// keys: origin, then lane, byte by byte (as `lockOrder` orders a group commit's adds). A
+    /// statement that takes them in the order its join happens to produce can wait for one
+    /// while holding another that a second statement, holding the first, waits for: a
+    /// renewal against a batch of outcomes was such a deadlock, a one-second stall of the
+    /// drain until PostgreSQL broke it by failing one of them.
+    public static func lockedInOrder(where condition: String) -> String {
+        "SELECT l.origin, l.lane FROM lanes l WHERE \(condition) ORDER BY l.origin COLLATE \"C\", l.lane COLLATE \"C\" FOR UPDATE OF l"
+    }
+
+    /// `lockedInOrder` of the lanes named by `relation` (a CTE with `origin` and `lane`).
+    public static func lockedInOrder(keysIn relation: String) -> String {
+        lockedInOrder(where: "(l.origin, l.lane) IN (SELECT origin, lane FROM \(relation))")
+    }
+
     /// SQL: the operation at `rank`, `seq` lies at or before the mark `markRank`, `markSeq` in
     /// its lane's order (an attempted operation first, then priority, then arrival: `lane_rank`
     /// descending, then `seq`), given as column expressions. The one statement of that order
@@ -83,8 +99,10 @@ public enum PostgresLanes {
     public static func renew(_ connection: PostgresConnection, holder: String,
                              leaseSeconds: Double) throws(PostgresError) -> [LaneClaim] {
         let result = try connection.execute("""
-            UPDATE lanes SET lease_until = now() + make_interval(secs => $2::float8) WHERE holder = $1
-            RETURNING origin, lane, fence
+            WITH ordered AS (\(lockedInOrder(where: "l.holder = $1")))
+            UPDATE lanes l SET lease_until = now() + make_interval(secs => $2::float8) FROM ordered
+             WHERE l.origin = ordered.origin AND l.lane = ordered.lane AND l.holder = $1
+            RETURNING l.origin, l.lane, l.fence
             """, [.text(holder), .text(String(leaseSeconds))])
         return claims(result)
     }

@@ -259,9 +259,10 @@ extension PostgresOperations {
                   FROM ended JOIN dropped ON dropped.seq = ended.seq),
             counted AS (
                 SELECT origin, lane, count(*) FILTER (WHERE status IN ('pending', 'inProgress')) AS n FROM gone GROUP BY origin, lane),
+            ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "counted"))),
             poked AS (
                 UPDATE lanes l SET unfinished = l.unfinished - counted.n, poke = l.poke + 1
-                  FROM counted WHERE l.origin = counted.origin AND l.lane = counted.lane
+                  FROM counted JOIN ordered USING (origin, lane) WHERE l.origin = ordered.origin AND l.lane = ordered.lane
                 RETURNING l.origin, l.lane, l.holder, l.poke, coalesce(l.lease_until > now(), false) AS live)
             SELECT coalesce((SELECT json_agg(json_build_array(id, origin, lane, status, retry_count, last_error)) FROM gone), '[]')::text
                        AS removed,
@@ -277,9 +278,9 @@ extension PostgresOperations {
     public static let flush: Statement = ("""
         WITH due AS (
             UPDATE states SET next_attempt_at = NULL WHERE status = 'pending' AND next_attempt_at IS NOT NULL
-            RETURNING origin, lane)
-        UPDATE lanes l SET poke = l.poke + 1 FROM (SELECT DISTINCT origin, lane FROM due) d
-         WHERE l.origin = d.origin AND l.lane = d.lane
+            RETURNING origin, lane),
+        ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "due")))
+        UPDATE lanes l SET poke = l.poke + 1 FROM ordered WHERE l.origin = ordered.origin AND l.lane = ordered.lane
         RETURNING l.origin, l.lane
         """, [])
 
@@ -290,9 +291,9 @@ extension PostgresOperations {
              UPDATE states SET next_attempt_at = NULL
               WHERE origin = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL
                 AND (starts_with(last_error, $2) OR starts_with(last_error, $3))
-             RETURNING origin, lane)
-         UPDATE lanes l SET poke = l.poke + 1 FROM (SELECT DISTINCT origin, lane FROM due) d
-          WHERE l.origin = d.origin AND l.lane = d.lane
+             RETURNING origin, lane),
+         ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "due")))
+         UPDATE lanes l SET poke = l.poke + 1 FROM ordered WHERE l.origin = ordered.origin AND l.lane = ordered.lane
          RETURNING l.origin, l.lane
          """, [.text(origin.description), .text(ReplayTransition.authErrorPrefix), .text(ReplayTransition.credentialsErrorPrefix)])
     }
@@ -329,9 +330,10 @@ extension PostgresOperations {
                 AND NOT EXISTS (SELECT 1 FROM lanes l WHERE l.origin = o.origin AND l.lane = o.lane AND l.holder IS NOT NULL
                                    AND l.lease_until > now())
              RETURNING o.origin, o.lane),
-         counted AS (SELECT origin, lane, count(*) AS n FROM expired GROUP BY origin, lane)
-         UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
-          WHERE l.origin = counted.origin AND l.lane = counted.lane
+         counted AS (SELECT origin, lane, count(*) AS n FROM expired GROUP BY origin, lane),
+         ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "counted")))
+         UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted JOIN ordered USING (origin, lane)
+          WHERE l.origin = ordered.origin AND l.lane = ordered.lane
          """, [.int64(cutoff), .int64(now), .int64(Int64(limit))])
     }
 

@@ -253,7 +253,7 @@ public enum PostgresOperations {
         mutating func finish() -> [PostgresValue] { [statuses.finish(), headers.finish(), bodies.finish(), omitted.finish()] }
     }
 
-    static let recordManySQL = """
+    static let recordManySQL: String = """
         WITH v AS (
             SELECT * FROM unnest($1::uuid[], $2::text[], $3::smallint[], $4::integer[], $5::integer[], $6::bigint[],
                                  $7::bigint[], $8::text[], $9::text[], $10::integer[], $11::jsonb[], $12::bytea[], $13::bigint[],
@@ -278,9 +278,10 @@ public enum PostgresOperations {
             RETURNING v.id, s.origin, s.lane, v.finished_at IS NOT NULL AS finished),
         counted AS (
             SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
+        ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "counted"))),
         counts AS (
-            UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
-             WHERE l.origin = counted.origin AND l.lane = counted.lane)
+            UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted JOIN ordered USING (origin, lane)
+             WHERE l.origin = ordered.origin AND l.lane = ordered.lane)
         SELECT id::text AS id FROM changed
         """
 

@@ -258,6 +258,60 @@ struct PostgresLanesTests {
         #expect(next.map(\.lane) == [""])
     }
 
+    /// A renewal and a batch of outcomes over the same lanes, both waiting for one of those lanes'
+    /// rows: each takes the lanes' rows in one order (origin, then lane), so whichever gets the
+    /// first row goes on to the second and the other waits behind it, in every order of the
+    /// batch's rows. Taken in the order their joins produced, a batch holding lane "b" and
+    /// waiting for "a" against a renewal holding "a" and waiting for "b" was a deadlock:
+    /// PostgreSQL broke it after a second by failing one of them (a drain stalled meanwhile).
+    @Test(arguments: [["b", "a"], ["a", "b"]])
+    func aRenewalAndABatchOfOutcomesTakeTheLanesInOneOrder(_ batchOrder: [String]) async throws {
+        let queue = try await Queue.make()
+        let origin = "http://order.test"
+        let (claims, ids) = try await PostgresServer.onThread { _ -> ([String: LaneClaim], [String: UUID]) in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            var ids: [String: UUID] = [:]
+            for lane in ["a", "b"] {
+                let id = UUID()
+                ids[lane] = id
+                try Self.inTransaction(connection, Self.add(origin: origin, lane: lane, key: "k-" + lane, id: id.uuidString.lowercased()))
+            }
+            let claims = try PostgresLanes.claim(connection, origin: origin, holder: "h", leaseSeconds: 30, limit: 10)
+            return (Dictionary(uniqueKeysWithValues: claims.map { ($0.lane, $0) }), ids)
+        }
+        #expect(claims.count == 2)
+        // Lane "a"'s row held by a transaction of its own: both statements must wait for it.
+        let blocker = try await PostgresServer.onThread { _ in PostgresConnection.Sendable(try queue.connect()) }
+        defer { blocker.connection.close() }
+        try await PostgresServer.onThread { _ in
+            _ = try blocker.connection.pipeline([("BEGIN", []), ("SELECT 1 FROM lanes WHERE origin = $1 AND lane = 'a' FOR UPDATE",
+                                                                 [.text(origin)])])
+        }
+        let renewal = queue.started { connection in try PostgresLanes.renew(connection, holder: "h", leaseSeconds: 30) }
+        #expect(try await queue.lockWaiters(1) == 1)
+        let writes = batchOrder.compactMap { lane -> PostgresOperations.StateWrite? in
+            guard let id = ids[lane], let claim = claims[lane] else { return nil }
+            return PostgresOperations.StateWrite(id: id, state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
+                                                 priority: .normal, instance: "i", holder: "h", fence: claim.fence)
+        }
+        let batch = queue.started { connection in
+            try Self.inTransaction(connection, PostgresOperations.recordMany(writes))
+        }
+        #expect(try await queue.lockWaiters(2) == 2)
+        _ = try await PostgresServer.onThread { _ in try blocker.connection.execute("COMMIT") }
+        let renewed = await renewal.value
+        let written = await batch.value
+        #expect(try renewed.get().map(\.lane).sorted() == ["a", "b"])
+        #expect(throws: Never.self) { try written.get() }
+        let counts = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            return [try Self.unfinished(connection, origin, "a"), try Self.unfinished(connection, origin, "b")]
+        }
+        #expect(counts == ["0", "0"])
+    }
+
     /// Two adds to one lane at once: the second waits for the first's commit before it takes
     /// its `seq`, so a lane's order by `seq` is the order its operations became visible in, even
     /// across instances (a deliverer never sees a later `seq` before an earlier one).

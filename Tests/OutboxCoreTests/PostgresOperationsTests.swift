@@ -211,24 +211,25 @@ struct PostgresOperationsTests {
                 ("requests_key", PostgresOperations.byKey("key-4242", origin: origin)),
                 ("states_lane_next", PostgresOperations.nextInLane(origin: origin, orderingKey: "k3")),
                 ("states_status", PostgresOperations.list(status: .pending, afterSeq: 50_000, limit: 100)),
-                // The store's own: the proxy's question, a lane's operations taken ahead, and a
-                // batch of fenced states (each reads the rows it changes by their unique index).
+                // The store's own: the proxy's question and a lane's operations taken ahead.
                 ("requests_key", PostgresOperations.keyHolder("key-4242", origin: origin)),
                 // The status poll's look at what this instance has in flight.
                 ("requests_id_key", PostgresOperations.pendingAmong([UUID(), UUID(), UUID()])),
                 ("states_lane_next", PostgresOperations.takeAhead(origin: origin.description, lane: "k3", excluding: [7],
                                                                       limit: 64, holder: "h", fence: 1)),
+            ]
+            // A batch of fenced states, which reads the rows it changes by their unique index
+            // (and sorts the few lanes it locks), and the maintenance sweeps, which run every
+            // second on every instance: expiry looks at the oldest pending operations only,
+            // retention at the finished ones by age.
+            let retention = PostgresOperations.retentionCondition(cutoff: 1_000)
+            let sweeps: [(String, PostgresOperations.Statement)] = [
                 ("requests_id_key", PostgresOperations.recordMany([
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
                                                   priority: .normal, instance: "i", holder: "h", fence: 1),
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .pending, nextAttemptAt: 9, attempts: 1),
                                                   priority: .normal, instance: "i", holder: "h", fence: 1),
                 ])[0]),
-            ]
-            // The maintenance sweeps, which run every second on every instance: expiry looks at
-            // the oldest pending operations only, retention at the finished ones by age.
-            let retention = PostgresOperations.retentionCondition(cutoff: 1_000)
-            let sweeps: [(String, PostgresOperations.Statement)] = [
                 ("states_status", PostgresOperations.expire(cutoff: 1_000, limit: 1000, now: 2_000_000)),
                 ("states_finished_at", PostgresOperations.remove(where: retention.0, retention.1, from: "states", until: Int64.max, limit: 1000,
                                                                      orderedBy: "finished_at")),
