@@ -223,7 +223,8 @@ extension PostgresQueue {
         guard unavailableReason == nil else { return }
         let now = WallClock.millis()
         let retention = PostgresOperations.retentionCondition(cutoff: QueueRules.retentionCutoff(now: now, retentionSeconds: settings.retentionSeconds))
-        let retired = await removeAll(where: retention.0, retention.1, from: "states", orderedBy: "finished_at", poking: false)
+        let retired = await removeAll(where: retention.0, retention.1, from: "states", orderedBy: "finished_at",
+                                      poking: false)
         if retired > 0 { logger.info("retention_removed", ["operations": String(retired)]) }
         expireTakenAhead(now: now, ttlSeconds: settings.ttlSeconds)
         let expire = PostgresOperations.expire(cutoff: QueueRules.expiryCutoff(now: now, ttlSeconds: settings.ttlSeconds),

@@ -153,7 +153,8 @@ extension PostgresQueue {
                     if head.doomed {
                         // The lane waits for its write, as for an attempt's outcome.
                         lane.ahead.removeFirst()
-                        lane.inFlight = HeldLane.InFlight(id: head.id, seq: head.seq, request: head.request ?? OperationRequest(head.snapshot, headers: [], body: []),
+                        let request = head.request ?? OperationRequest(head.snapshot, headers: [], body: [])
+                        lane.inFlight = HeldLane.InFlight(id: head.id, seq: head.seq, request: request,
                                                           cancellation: CallCancellation(), marked: head.marked)
                         return .failDependent(head.id, head.snapshot.state)
                     }
@@ -442,8 +443,7 @@ extension PostgresQueue {
         // binary: the bodies come as their bytes, not as hex twice their size.
         read({ connection throws(PostgresError) in
             [try connection.executePlannedOnce(statement.sql, statement.parameters, binary: true)]
-        }) {
-            [self] result in
+        }) { [self] result in
             var found: [Ahead] = []
             var failed = false
             switch result {
@@ -489,8 +489,9 @@ extension PostgresQueue {
     /// Reads the body of an operation that is its lane's head but came ahead without it.
     private func loadBody(of id: UUID, in laneID: LaneID, origin: Origin) {
         let statement = PostgresOperations.request(id)
-        read({ connection throws(PostgresError) in try connection.execute(statement.sql, statement.parameters, binary: true) }) {
-            [self] result in
+        read({ connection throws(PostgresError) in
+            try connection.execute(statement.sql, statement.parameters, binary: true)
+        }) { [self] result in
             var request: OperationRequest?
             if case .success(let rows) = result, !rows.rows.isEmpty {
                 if let headersText = rows.value(0, "headers"), let headers = PostgresOperations.headers(fromJSON: headersText),
