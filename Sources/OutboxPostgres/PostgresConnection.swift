@@ -124,7 +124,7 @@ public final class PostgresConnection {
             throw PostgresError(sqlState: nil, message: "libpq could not allocate a connection")
         }
         connection = conn
-        let deadline = Self.now() + timeoutSeconds
+        let deadline = Deadline(seconds: timeoutSeconds)
         var status = PGRES_POLLING_WRITING
         while true {
             if PQstatus(conn) == CONNECTION_BAD { throw fail() }
@@ -198,7 +198,7 @@ public final class PostgresConnection {
         guard let conn = connection, PQstatus(conn) == CONNECTION_OK else {
             throw PostgresError(sqlState: nil, message: "the connection is closed")
         }
-        let deadline = Self.now() + timeoutSeconds
+        let deadline = Deadline(seconds: timeoutSeconds)
         guard PQenterPipelineMode(conn) == 1 else { throw fail() }
         // Which results are a PREPARE's own (not a statement's), in the order they come.
         var isPrepare: [Bool] = []
@@ -262,11 +262,13 @@ public final class PostgresConnection {
     /// Runs a script of several statements separated by `;` (the simple query protocol, which
     /// a pipeline cannot carry): a migration. Statements after the first failure are not run;
     /// inside a transaction the failure rolls it back, and the failure is thrown.
-    public func executeScript(_ sql: String) throws(PostgresError) {
+    /// `timeoutSeconds`, when given, bounds this script instead of the connection's own bound: a
+    /// migration that copies a large queue's rows runs longer than any one statement should.
+    public func executeScript(_ sql: String, timeoutSeconds: Double? = nil) throws(PostgresError) {
         guard let conn = connection, PQstatus(conn) == CONNECTION_OK else {
             throw PostgresError(sqlState: nil, message: "the connection is closed")
         }
-        let deadline = Self.now() + timeoutSeconds
+        let deadline = Deadline(seconds: timeoutSeconds ?? self.timeoutSeconds)
         guard PQsendQuery(conn, sql) == 1 else { throw fail() }
         try flush(until: deadline)
         var firstError: PostgresError?
@@ -333,7 +335,7 @@ public final class PostgresConnection {
         }
     }
 
-    private func flush(until deadline: Double) throws(PostgresError) {
+    private func flush(until deadline: Deadline) throws(PostgresError) {
         guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
         while true {
             let left = PQflush(conn)
@@ -346,7 +348,7 @@ public final class PostgresConnection {
     }
 
     /// The next result, or nil for the NULL that ends a statement's results.
-    private func nextResult(until deadline: Double) throws(PostgresError) -> OpaquePointer? {
+    private func nextResult(until deadline: Deadline) throws(PostgresError) -> OpaquePointer? {
         guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
         while PQisBusy(conn) == 1 {
             try wait(read: true, write: false, until: deadline, doing: "waiting for the server's answer")
@@ -355,15 +357,15 @@ public final class PostgresConnection {
         return PQgetResult(conn)
     }
 
-    private func wait(read: Bool, write: Bool, until deadline: Double, doing what: String) throws(PostgresError) {
+    private func wait(read: Bool, write: Bool, until deadline: Deadline, doing what: String) throws(PostgresError) {
         guard let conn = connection else { throw PostgresError(sqlState: nil, message: "the connection is closed") }
         let socket = PQsocket(conn)
         guard socket >= 0 else { throw fail() }
         while true {
-            let left = deadline - Self.now()
+            let left = deadline.at - Self.now()
             guard left > 0 else {
                 close()
-                throw PostgresError(sqlState: nil, message: "no answer from the server within \(timeoutSeconds) s while \(what)")
+                throw PostgresError(sqlState: nil, message: "no answer from the server within \(deadline.seconds) s while \(what)")
             }
             var events: Int16 = 0
             if read { events |= Int16(POLLIN) }
@@ -430,6 +432,17 @@ public final class PostgresConnection {
 
     /// Monotonic seconds, for deadlines and durations.
     static func now() -> Double { Double(MonotonicClock.nanos()) / 1e9 }
+
+    /// When a wait for the server ends (monotonic seconds), and its length, for the message.
+    private struct Deadline {
+        let seconds: Double
+        let at: Double
+
+        init(seconds: Double) {
+            self.seconds = seconds
+            at = PostgresConnection.now() + seconds
+        }
+    }
 }
 
 extension Array {

@@ -29,6 +29,11 @@ public enum PostgresSchema {
         Migration(version: 6, name: "states", sql: String(decoding: PackageResources.v006_states_sql, as: UTF8.self)),
     ]
 
+    /// The longest one migration may run, on the server and for the client: long enough to copy
+    /// the rows of a queue of millions (version 6 copies every operation's state), bounded so
+    /// that a migration stuck behind a lock ends and is tried again.
+    public static let migrationTimeoutSeconds: Double = 600
+
     /// The version this binary migrates a schema to.
     public static var latestVersion: Int { migrations.last?.version ?? 0 }
 
@@ -84,11 +89,14 @@ public enum PostgresSchema {
         do {
             let found = try connection.pipeline([
                 ("BEGIN", []),
+                // A migration that copies every operation (version 6) runs as long as the queue
+                // is large; the instances' connections bound a statement at 10 s.
+                ("SET LOCAL statement_timeout = '\(Int(migrationTimeoutSeconds))s'", []),
                 ("SELECT pg_advisory_xact_lock($1::int, hashtext($2))", [.int64(lockClass), .text(schema)]),
                 ("SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1", [.text(schema)]),
             ])
             var steps: [(String, [PostgresValue])] = []
-            if found[2].value(0, "n") == "0" { steps.append(("CREATE SCHEMA \(name)", [])) }
+            if found[3].value(0, "n") == "0" { steps.append(("CREATE SCHEMA \(name)", [])) }
             steps += [
                 ("SET LOCAL search_path TO \(name)", []),
                 ("""
@@ -104,7 +112,7 @@ public enum PostgresSchema {
                 throw SchemaError.newer(schema: schema, found: current, known: latestVersion)
             }
             for migration in migrations where migration.version > current {
-                try connection.executeScript(migration.sql)
+                try connection.executeScript(migration.sql, timeoutSeconds: migrationTimeoutSeconds)
                 try connection.execute("INSERT INTO outbox_migrations (version, name) VALUES ($1, $2)",
                                        [.int64(Int64(migration.version)), .text(migration.name)])
             }

@@ -164,6 +164,23 @@ struct PostgresSchemaTests {
         #expect(exists == "0")
     }
 
+    /// A migration that runs longer than a statement may on the instances' connections (a copy
+    /// of a large queue's rows, here a two-second sleep against a bound of one second on the
+    /// server and for the client) completes: a migration has a bound of its own.
+    @Test func aMigrationMayRunLongerThanAStatement() async throws {
+        let slow = PostgresSchema.Migration(version: 1, name: "slow", sql: "SELECT pg_sleep(2); CREATE TABLE a (x int);")
+        let (migrated, tables) = try await PostgresServer.onThread { server in
+            let connection = try PostgresConnection(server.conninfo, timeoutSeconds: 1)
+            defer { connection.close() }
+            try connection.execute("SET statement_timeout = '1s'")
+            let schema = Self.freshName()
+            let migrated = try PostgresSchema.migrate(connection, schema: schema, migrations: [slow])
+            return (migrated, try Self.tables(connection, schema))
+        }
+        #expect(migrated == PostgresSchema.Migrated(from: 0, to: 1))
+        #expect(tables == ["a", "outbox_migrations"])
+    }
+
     /// A role that may not create schemas migrates one an administrator made for it; asked to
     /// create one, it gets PostgreSQL's permission error, not a half-made schema.
     @Test func aRoleWithoutCreateMigratesTheSchemaMadeForIt() async throws {
