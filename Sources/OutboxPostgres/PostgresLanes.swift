@@ -45,13 +45,14 @@ public enum PostgresLanes {
 
     /// SQL for a CTE that locks the rows of `lanes` meeting `condition` (on `lanes l`) in the
     /// one order every statement that locks several lanes' rows takes them, and gives back their
-    /// keys: origin, then lane, byte by byte (as `lockOrder` orders a group commit's adds). A
+    /// keys, holders and fences as the latest commit left them: origin, then lane, byte by byte (as `lockOrder` orders a group commit's adds). A
     /// statement that takes them in the order its join happens to produce can wait for one
     /// while holding another that a second statement, holding the first, waits for: a
     /// renewal against a batch of outcomes was such a deadlock, a one-second stall of the
     /// drain until PostgreSQL broke it by failing one of them.
     public static func lockedInOrder(where condition: String) -> String {
-        "SELECT l.origin, l.lane FROM lanes l WHERE \(condition) ORDER BY l.origin COLLATE \"C\", l.lane COLLATE \"C\" FOR UPDATE OF l"
+        "SELECT l.origin, l.lane, l.holder, l.fence FROM lanes l WHERE \(condition)"
+            + " ORDER BY l.origin COLLATE \"C\", l.lane COLLATE \"C\" FOR UPDATE OF l"
     }
 
     /// `lockedInOrder` of the lanes named by `relation` (a CTE with `origin` and `lane`).

@@ -261,27 +261,29 @@ public enum PostgresOperations {
                 AS v(id, status, lane_rank, attempts, retry_count, last_attempt_at, next_attempt_at, last_error, instance,
                      response_status, response_headers, response_body, response_omitted,
                      conflict_status, conflict_headers, conflict_body, conflict_omitted, finished_at, holder, fence)),
+        -- Each operation's state and lane, by its id.
+        targets AS (SELECT v.*, r.seq, r.origin, r.lane FROM v JOIN requests r ON r.id = v.id),
+        -- Their lanes' rows, locked in the one order before any of their states is written (a
+        -- claim taking a lane over locks its row, then its states: the other way round, the two
+        -- could each hold what the other waits for), and read as they are now, latest commit
+        -- included, for the fence.
+        ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "targets"))),
         changed AS (
-            UPDATE states s SET status = v.status, lane_rank = v.lane_rank, attempts = v.attempts,
-                   retry_count = v.retry_count, last_attempt_at = v.last_attempt_at, next_attempt_at = v.next_attempt_at,
-                   last_error = v.last_error, instance = v.instance,
-                   response_status = v.response_status, response_headers = v.response_headers,
-                   response_body = v.response_body, response_omitted = v.response_omitted,
-                   conflict_status = v.conflict_status, conflict_headers = v.conflict_headers,
-                   conflict_body = v.conflict_body, conflict_omitted = v.conflict_omitted, finished_at = v.finished_at
-              FROM v JOIN requests r ON r.id = v.id
-             WHERE s.seq = r.seq AND s.status IN ('pending', 'inProgress')
-               -- A scalar subquery, checked on each row found by its id: as EXISTS the planner
-               -- joined the lanes first and walked each lane's unfinished rows for the id.
-               AND (SELECT l.holder = v.holder AND l.fence = v.fence FROM lanes l
-                     WHERE l.origin = s.origin AND l.lane = s.lane)
-            RETURNING v.id, s.origin, s.lane, v.finished_at IS NOT NULL AS finished),
+            UPDATE states s SET status = t.status, lane_rank = t.lane_rank, attempts = t.attempts,
+                   retry_count = t.retry_count, last_attempt_at = t.last_attempt_at, next_attempt_at = t.next_attempt_at,
+                   last_error = t.last_error, instance = t.instance,
+                   response_status = t.response_status, response_headers = t.response_headers,
+                   response_body = t.response_body, response_omitted = t.response_omitted,
+                   conflict_status = t.conflict_status, conflict_headers = t.conflict_headers,
+                   conflict_body = t.conflict_body, conflict_omitted = t.conflict_omitted, finished_at = t.finished_at
+              FROM targets t JOIN ordered k ON k.origin = t.origin AND k.lane = t.lane
+             WHERE s.seq = t.seq AND s.status IN ('pending', 'inProgress') AND k.holder = t.holder AND k.fence = t.fence
+            RETURNING t.id, s.origin, s.lane, t.finished_at IS NOT NULL AS finished),
         counted AS (
             SELECT origin, lane, count(*) AS n FROM changed WHERE finished GROUP BY origin, lane),
-        ordered AS (\(PostgresLanes.lockedInOrder(keysIn: "counted"))),
         counts AS (
-            UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted JOIN ordered USING (origin, lane)
-             WHERE l.origin = ordered.origin AND l.lane = ordered.lane)
+            UPDATE lanes l SET unfinished = l.unfinished - counted.n FROM counted
+             WHERE l.origin = counted.origin AND l.lane = counted.lane)
         SELECT id::text AS id FROM changed
         """
 

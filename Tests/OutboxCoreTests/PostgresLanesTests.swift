@@ -200,6 +200,64 @@ struct PostgresLanesTests {
         #expect(afterRelease == ["1", "1", "1", "0", "0", "0"], "a clean release left an attempt to count: \(afterRelease)")
     }
 
+    /// An old holder writes an outcome while another instance takes its lapsed lane over (the
+    /// takeover counts attempts up to the old holder's mark, so it writes those states too): the
+    /// outcome waits for the lane's row before it writes any state, and then finds the new fence
+    /// there, even though its statement began before the takeover committed. It writes nothing,
+    /// and neither waits for the other. (Writing the state first and checking the fence in the
+    /// statement's snapshot, the outcome held the state the takeover needed while waiting for
+    /// the lane's row the takeover held: a deadlock, and the write would have passed.)
+    @Test func anOutcomeRacingATakeoverWaitsForTheLaneAndIsFencedOut() async throws {
+        let queue = try await Queue.make()
+        let origin = "http://race.test"
+        let (first, old) = try await PostgresServer.onThread { _ -> (UUID, LaneClaim) in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            var ids: [UUID] = []
+            for n in 0..<2 {
+                let id = UUID()
+                ids.append(id)
+                try Self.inTransaction(connection, Self.add(origin: origin, lane: "", key: "k\(n)", id: id.uuidString.lowercased()))
+            }
+            let old = try #require(try PostgresLanes.claim(connection, origin: origin, holder: "a", leaseSeconds: 30, limit: 1).first)
+            let take = PostgresOperations.takeAhead(origin: origin, lane: "", excluding: [], limit: 2, holder: "a", fence: old.fence)
+            #expect(try connection.execute(take.sql, take.parameters).rows.count == 2)
+            try connection.execute("UPDATE lanes SET lease_until = now() - interval '1 second' WHERE origin = $1", [.text(origin)])
+            return (ids[0], old)
+        }
+        // The first operation's state held, so the takeover stops inside its statement with the
+        // lane's row locked.
+        let blocker = try await PostgresServer.onThread { _ in PostgresConnection.Sendable(try queue.connect()) }
+        defer { blocker.connection.close() }
+        try await PostgresServer.onThread { _ in
+            _ = try blocker.connection.pipeline([("BEGIN", []), ("""
+                SELECT 1 FROM states WHERE seq = (SELECT seq FROM requests WHERE id = $1::uuid) FOR UPDATE
+                """, [.text(first.uuidString.lowercased())])])
+        }
+        let takeover = queue.started { connection in
+            try PostgresLanes.claim(connection, origin: origin, holder: "b", leaseSeconds: 30, limit: 1)
+        }
+        #expect(try await queue.lockWaiters(1) == 1)
+        let outcome = queue.started { connection -> Int in
+            let write = PostgresOperations.record(first, OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
+                                                  priority: .normal, instance: "a", holder: "a", fence: old.fence)[0]
+            return try connection.execute(write.sql, write.parameters).rows.count
+        }
+        #expect(try await queue.lockWaiters(2) == 2)
+        _ = try await PostgresServer.onThread { _ in try blocker.connection.execute("COMMIT") }
+        let claims = try await takeover.value.get()
+        let written = await outcome.value
+        #expect(claims.map(\.takenOver) == [true])
+        #expect(try written.get() == 0, "the old holder's outcome was written after the takeover")
+        let state = try await PostgresServer.onThread { _ in
+            let connection = try queue.connect()
+            defer { connection.close() }
+            return try connection.execute("SELECT status, attempts FROM operations WHERE id = $1::uuid", [.text(first.uuidString.lowercased())])
+                .rows.first.map { $0.compactMap { $0 } }
+        }
+        #expect(state == ["pending", "1"])
+    }
+
     @Test func aLaneWithoutWorkIsNotClaimedAndItsRowGoesWithTheRelease() async throws {
         let queue = try await Queue.make()
         let origin = "http://empty.test"
