@@ -179,9 +179,14 @@ public final class PostgresConnection {
     /// depend on them, planning it each time costs more than running it. One round trip.
     public func executePlannedOnce(_ sql: String, _ parameters: [PostgresValue] = [],
                                    binary: Bool = false) throws(PostgresError) -> PostgresResult {
-        try pipeline([("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", []), (sql, parameters), ("COMMIT", [])],
-                     binary: binary)[2]
+        try pipeline(Self.beginPlannedOnce + [(sql, parameters), ("COMMIT", [])], binary: binary)[Self.beginPlannedOnce.count]
     }
+
+    /// Opens a transaction whose prepared statements run with the plan each gets once for any
+    /// values, on a connection that plans each execution for its values.
+    public static let beginPlannedOnce: [(String, [PostgresValue])] = [
+        ("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", []),
+    ]
 
     /// Sends every statement before reading any answer (libpq's pipeline mode: one round trip
     /// for all of them) and returns their results in order. The first statement that fails

@@ -208,7 +208,7 @@ public final class PostgresGroupCommit: Sendable {
         // looked up by id and by their lane's key): a plan made once serves them, where the
         // connection's custom plans (for the reads, which need them) would plan each again.
         let opening: [(String, [PostgresValue])] = batch.allSatisfy(\.work.isRowShaped)
-            ? [("BEGIN", []), ("SET LOCAL plan_cache_mode = force_generic_plan", [])] : [("BEGIN", [])]
+            ? PostgresConnection.beginPlannedOnce : [("BEGIN", [])]
         let statements = opening + steps.flatMap { $0.1.map { ($0.sql, $0.parameters) } } + [("COMMIT", [])]
         do throws(PostgresError) {
             let results = try connection.pipeline(statements)

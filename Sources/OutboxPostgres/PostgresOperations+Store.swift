@@ -231,18 +231,32 @@ extension PostgresOperations {
         ]
     }
 
-    /// Removes up to `limit` operations chosen by `condition` (an SQL condition over `relation`,
-    /// the view `operations` or, for a condition on the state alone, `states`, with its
-    /// parameters), oldest first and none that arrived after `seq` `until`, takes the unfinished
-    /// ones off their lanes' counts and pokes those lanes. Answers one row: `removed` (a JSON
-    /// array of `[id, origin, lane, status, retryCount, lastError]`) and `lanes` (a JSON array of
-    /// `[origin, lane, holder, poke, live]` for the lanes poked). The rows are found by
-    /// `seq = ANY(ARRAY(…))`, which the planner reads through the key; with `seq IN (…)` it may
-    /// hash-join a scan of the whole table. Through the view, a sweep of a thousand states joins
-    /// their requests by a hash of the whole `requests` table, so one that needs no request
-    /// column chooses from `states`.
-    public static func remove(where condition: String, _ parameters: [PostgresValue], from relation: String = "operations",
-                              until: Int64, limit: Int, orderedBy order: String = "seq") -> Statement {
+    /// Which operations a removal takes: an SQL condition over `relation` (the view `operations`,
+    /// or `states` for a condition on the state alone: through the view, a sweep of a thousand
+    /// states joins their requests by a hash of the whole `requests` table) with its parameters,
+    /// oldest first by `order`.
+    public struct Selection: Sendable {
+        public let condition: String
+        public let parameters: [PostgresValue]
+        public let relation: String
+        public let order: String
+
+        public init(_ condition: String, _ parameters: [PostgresValue] = [], relation: String = "operations", order: String = "seq") {
+            self.condition = condition
+            self.parameters = parameters
+            self.relation = relation
+            self.order = order
+        }
+    }
+
+    /// Removes up to `limit` operations that `selection` chooses, none that arrived after `seq`
+    /// `until`, takes the unfinished ones off their lanes' counts and pokes those lanes. Answers
+    /// one row: `removed` (a JSON array of `[id, origin, lane, status, retryCount, lastError]`)
+    /// and `lanes` (a JSON array of `[origin, lane, holder, poke, live]` for the lanes poked).
+    /// The rows are found by `seq = ANY(ARRAY(…))`, which the planner reads through the key; with
+    /// `seq IN (…)` it may hash-join a scan of the whole table.
+    public static func remove(_ selection: Selection, until: Int64, limit: Int) -> Statement {
+        let (condition, parameters, relation, order) = (selection.condition, selection.parameters, selection.relation, selection.order)
         let untilParameter = parameters.count + 1
         let limitParameter = parameters.count + 2
         return ("""
@@ -310,8 +324,9 @@ extension PostgresOperations {
     /// Completed operations finished before `cutoff` (`completedRetentionSeconds`): removed in
     /// `finished_at` order, through the `states_finished_at` index, so a sweep that finds
     /// nothing reads nothing (in `seq` order it would walk every completed operation).
-    public static func retentionCondition(cutoff: Int64) -> (String, [PostgresValue]) {
-        ("status = 'completed' AND finished_at IS NOT NULL AND finished_at < $1", [.int64(cutoff)])
+    public static func retention(cutoff: Int64) -> Selection {
+        Selection("status = 'completed' AND finished_at IS NOT NULL AND finished_at < $1", [.int64(cutoff)], relation: "states",
+                  order: "finished_at")
     }
 
     /// Fails as `expired` (`ReplayTransition.expire`, `QueueRules.expiryCutoff`) the pending

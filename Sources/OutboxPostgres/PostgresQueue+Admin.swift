@@ -162,16 +162,16 @@ extension PostgresQueue {
     }
 
     package func delete(_ id: UUID) async -> Bool {
-        await removeAll(where: "id = $1::uuid", [.text(id.lowercasedText)]) == 1
+        await removeAll(.init("id = $1::uuid", [.text(id.lowercasedText)])) == 1
     }
 
     package func deleteAll(status: OperationStatus?) async -> Int {
-        if let status { return await removeAll(where: "status = $1", [.text(status.rawValue)]) }
-        return await removeAll(where: "true", [])
+        if let status { return await removeAll(.init("status = $1", [.text(status.rawValue)])) }
+        return await removeAll(.init("true"))
     }
 
     package func prune(createdBefore cutoff: Int64) async -> Int {
-        await removeAll(where: "created_at < $1", [.int64(cutoff)])
+        await removeAll(.init("created_at < $1", [.int64(cutoff)]))
     }
 
     package func flush() async {
@@ -222,9 +222,8 @@ extension PostgresQueue {
         reachability.forgetIdle()
         guard unavailableReason == nil else { return }
         let now = WallClock.millis()
-        let retention = PostgresOperations.retentionCondition(cutoff: QueueRules.retentionCutoff(now: now, retentionSeconds: settings.retentionSeconds))
-        let retired = await removeAll(where: retention.0, retention.1, from: "states", orderedBy: "finished_at",
-                                      poking: false)
+        let cutoff = QueueRules.retentionCutoff(now: now, retentionSeconds: settings.retentionSeconds)
+        let retired = await removeAll(PostgresOperations.retention(cutoff: cutoff), poking: false)
         if retired > 0 { logger.info("retention_removed", ["operations": String(retired)]) }
         expireTakenAhead(now: now, ttlSeconds: settings.ttlSeconds)
         let expire = PostgresOperations.expire(cutoff: QueueRules.expiryCutoff(now: now, ttlSeconds: settings.ttlSeconds),
@@ -241,14 +240,12 @@ extension PostgresQueue {
     /// statement; answers how many. Lanes held by this instance drop the removed operations
     /// before this returns (an attempt in flight is cancelled); lanes held by another live
     /// instance are poked, and this waits (up to `leaseSeconds`) until each has seen it.
-    private func removeAll(where condition: String, _ parameters: [PostgresValue], from relation: String = "operations",
-                           orderedBy order: String = "seq", poking: Bool = true) async -> Int {
+    private func removeAll(_ selection: PostgresOperations.Selection, poking: Bool = true) async -> Int {
         let last = PostgresOperations.lastSeq
         guard let until = await scalar(last.sql, last.parameters) else { return 0 }
         var removed = 0
         while true {
-            let statement = PostgresOperations.remove(where: condition, parameters, from: relation, until: until,
-                                                      limit: Self.removalBatch, orderedBy: order)
+            let statement = PostgresOperations.remove(selection, until: until, limit: Self.removalBatch)
             guard case .success(let results) = await write([statement]), let rows = results.first, !rows.rows.isEmpty,
                   let gone = rows.value(0, "removed").flatMap({ try? JSONReader.parse(Array($0.utf8)) })?.arrayValue,
                   let lanes = rows.value(0, "lanes").flatMap({ try? JSONReader.parse(Array($0.utf8)) })?.arrayValue else {

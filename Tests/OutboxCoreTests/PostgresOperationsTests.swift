@@ -222,7 +222,7 @@ struct PostgresOperationsTests {
             // (and sorts the few lanes it locks), and the maintenance sweeps, which run every
             // second on every instance: expiry looks at the oldest pending operations only,
             // retention at the finished ones by age.
-            let retention = PostgresOperations.retentionCondition(cutoff: 1_000)
+            let retention = PostgresOperations.retention(cutoff: 1_000)
             let sweeps: [(String, PostgresOperations.Statement)] = [
                 ("requests_id_key", PostgresOperations.recordMany([
                     PostgresOperations.StateWrite(id: UUID(), state: OperationState(status: .completed, lastAttemptAt: 1, attempts: 1),
@@ -231,8 +231,7 @@ struct PostgresOperationsTests {
                                                   priority: .normal, instance: "i", holder: "h", fence: 1),
                 ])[0]),
                 ("states_status", PostgresOperations.expire(cutoff: 1_000, limit: 1000, now: 2_000_000)),
-                ("states_finished_at", PostgresOperations.remove(where: retention.0, retention.1, from: "states", until: Int64.max, limit: 1000,
-                                                                     orderedBy: "finished_at")),
+                ("states_finished_at", PostgresOperations.remove(retention, until: Int64.max, limit: 1000)),
             ]
             let explain = { (index: String, statement: PostgresOperations.Statement) throws -> (String, String) in
                 (index, try connection.execute("EXPLAIN (FORMAT JSON) " + statement.sql, statement.parameters).rows[0][0] ?? "")
